@@ -1,0 +1,1 @@
+"""tinytensor.models: GPT, BERT, T5 and BART."""

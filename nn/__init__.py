@@ -1,0 +1,1 @@
+"""tinytensor.nn: modules, layers, attention, losses."""

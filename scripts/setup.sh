@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Installs tinytensor and what its tests compare against, on a fresh machine (idempotent).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+
+# graphviz's `dot` renders the computation graphs (DOT source works without it).
+if ! command -v dot >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    apt-get update -qq && apt-get install -y -qq graphviz >/dev/null
+  else
+    echo "note: graphviz's 'dot' is missing; graphs are written as DOT source only" >&2
+  fi
+fi
+
+# torch is pinned and installed before transformers: an unpinned torch pulls a multi-GB CUDA build.
+"$PY" -m pip install -q --disable-pip-version-check "torch==2.13.0"
+"$PY" -m pip install -q --disable-pip-version-check -e ".[test,reference]"

@@ -1,0 +1,135 @@
+"""tinytensor: a small autograd engine on NumPy (CPU) and CuPy (GPU), with PyTorch's names.
+
+    import tinytensor as tt
+    x = tt.randn(3, 4, requires_grad=True)
+    loss = (x @ x.T).relu().mean()
+    loss.backward()
+    tt.draw_graph(loss)            # the computation graph, as a graphviz Digraph
+
+`tt.nn`, `tt.optim` and `tt.models` are imported on first use.
+"""
+
+import importlib
+
+from . import cuda, dtypes
+from .backend import Device as device
+from .creation import (
+    arange,
+    as_tensor,
+    empty,
+    empty_like,
+    eye,
+    from_numpy,
+    full,
+    full_like,
+    linspace,
+    ones,
+    ones_like,
+    rand,
+    rand_like,
+    randint,
+    randn,
+    randn_like,
+    randperm,
+    tensor,
+    zeros,
+    zeros_like,
+)
+from .dtypes import (
+    bool,
+    double,
+    float,
+    float16,
+    float32,
+    float64,
+    get_default_dtype,
+    half,
+    int,
+    int32,
+    int64,
+    long,
+    set_default_dtype,
+)
+from .function import Function, enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from .gradcheck import GradcheckError, gradcheck
+from .ops import (
+    abs,
+    all,
+    amax,
+    amin,
+    any,
+    argmax,
+    argmin,
+    cat,
+    chunk,
+    clamp,
+    concat,
+    concatenate,
+    cos,
+    cross_entropy,
+    dropout,
+    embedding,
+    exp,
+    expand,
+    flatten,
+    gather,
+    gelu,
+    isfinite,
+    isnan,
+    layer_norm,
+    linear,
+    log,
+    log_softmax,
+    logsumexp,
+    masked_fill,
+    matmul,
+    max,
+    maximum,
+    mean,
+    min,
+    minimum,
+    one_hot,
+    permute,
+    pow,
+    relu,
+    repeat_interleave,
+    reshape,
+    rms_norm,
+    rsqrt,
+    scaled_dot_product_attention,
+    sigmoid,
+    silu,
+    sin,
+    softmax,
+    split,
+    sqrt,
+    squeeze,
+    stack,
+    std,
+    sum,
+    tanh,
+    transpose,
+    tril,
+    triu,
+    unsqueeze,
+    var,
+    where,
+)
+from .random import Generator, manual_seed
+from .tensor import Tensor
+
+__version__ = "0.1.0"
+
+_LAZY = {"nn", "optim", "models", "viz", "serialization"}
+
+
+def __getattr__(name):
+    # nn and models sit above the engine (they import it, never the reverse), so they load on
+    # first use: `tt.nn.Linear` works after a plain `import tinytensor as tt`.
+    if name in _LAZY:
+        return importlib.import_module(f"tinytensor.{name}")
+    if name in ("draw_graph",):
+        return importlib.import_module("tinytensor.viz").draw_graph
+    if name in ("save", "load"):
+        return getattr(importlib.import_module("tinytensor.serialization"), name)
+    raise AttributeError(f"module 'tinytensor' has no attribute {name!r}")

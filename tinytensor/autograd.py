@@ -1,0 +1,125 @@
+"""Reverse-mode differentiation: walk the graph backwards, one vector-Jacobian product per node.
+
+backward(root): order the nodes that lead to `root` topologically (iteratively: a chain of
+100,000 ops must not hit Python's recursion limit), seed dL/droot, then visit them in reverse
+order, handing each node the gradient of its output and adding what it returns into the
+gradients of its inputs. Leaves accumulate into `.grad`; nodes are freed as they are passed
+unless `retain_graph=True`.
+"""
+
+from __future__ import annotations
+
+from .backend import get_array_module
+from .tensor import Tensor
+
+
+def sum_to(grad, shape):
+    """Sums `grad` over the dimensions that broadcasting added or stretched, giving `shape`.
+
+    The one place in the engine where broadcasting is undone.
+    """
+    if grad.shape == shape:
+        return grad
+    lead = grad.ndim - len(shape)
+    axes = tuple(range(lead)) + tuple(
+        i + lead for i, n in enumerate(shape) if n == 1 and grad.shape[i + lead] != 1
+    )
+    if axes:
+        grad = grad.sum(axis=axes, keepdims=True)
+    return grad.reshape(shape)
+
+
+def _topological_order(root):
+    """The non-leaf tensors `root` depends on, inputs before outputs; built without recursion."""
+    order, seen = [], set()
+    stack = [(root, False)]
+    while stack:
+        t, expanded = stack.pop()
+        if expanded:
+            order.append(t)
+            continue
+        if id(t) in seen:
+            continue
+        seen.add(id(t))
+        ctx = t._ctx
+        if ctx.inputs is None:
+            raise RuntimeError(
+                f"backward: the graph through {ctx.name} was already freed by an earlier "
+                "backward; pass retain_graph=True to the first backward to go through it twice"
+            )
+        stack.append((t, True))
+        for x in ctx.inputs:
+            if x._ctx is not None and id(x) not in seen:
+                stack.append((x, False))
+    return order
+
+
+def _seed(root, gradient):
+    xp = get_array_module(root.data)
+    if gradient is None:
+        if root.data.size != 1:
+            raise RuntimeError(
+                f"backward: a gradient can be implied only for a single-element output, this "
+                f"one has shape {root.shape}; pass backward(gradient=...) of that shape"
+            )
+        return xp.ones_like(root.data)
+    g = gradient.data if isinstance(gradient, Tensor) else xp.asarray(gradient)
+    if g.shape != root.shape:
+        raise ValueError(
+            f"backward: gradient has shape {g.shape} but the output has shape {root.shape}"
+        )
+    return g.astype(root.dtype, copy=False)
+
+
+def _accumulate_leaf(t, g):
+    if t.grad is None:
+        # A copy: the same array may be handed to several leaves (x + y gives both g), and a
+        # later in-place update of one .grad must not change another.
+        t.grad = Tensor._wrap(g.copy(), False, None)
+    else:
+        t.grad.data = t.grad.data + g
+
+
+def backward(root, gradient=None, retain_graph=False):
+    if not root.requires_grad:
+        raise RuntimeError(
+            "backward: this tensor does not require grad and has no graph; did you forget "
+            "requires_grad=True on the inputs, or compute it under no_grad()?"
+        )
+    g = _seed(root, gradient)
+    if root._ctx is None:
+        _accumulate_leaf(root, g)
+        return
+    grads = {id(root): g}
+    for t in reversed(_topological_order(root)):
+        g = grads.pop(id(t), None)
+        ctx = t._ctx
+        if g is None:  # no path from root carries a gradient through this node
+            if not retain_graph:
+                ctx.release()
+            continue
+        if t._retains_grad:
+            _accumulate_leaf(t, g)
+        input_grads = ctx.backward(g)
+        if not isinstance(input_grads, tuple):
+            input_grads = (input_grads,)
+        for i, (x, gx) in enumerate(zip(ctx.inputs, input_grads)):
+            if gx is None or not ctx.needs_input_grad[i]:
+                continue
+            if gx.shape != x.data.shape:
+                if ctx.broadcasts:
+                    gx = sum_to(gx, x.data.shape)
+                if gx.shape != x.data.shape:
+                    raise RuntimeError(
+                        f"{ctx.name}.backward returned a gradient of shape {gx.shape} for input "
+                        f"{i}, whose shape is {x.data.shape}"
+                    )
+            if gx.dtype != x.data.dtype:
+                gx = gx.astype(x.data.dtype)
+            if x._ctx is None:
+                _accumulate_leaf(x, gx)
+            else:
+                key = id(x)
+                grads[key] = gx if key not in grads else grads[key] + gx
+        if not retain_graph:
+            ctx.release()

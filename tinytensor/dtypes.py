@@ -1,0 +1,53 @@
+"""Data types: PyTorch's names for NumPy dtypes, and the default float type (float32)."""
+
+from __future__ import annotations
+
+import builtins
+
+import numpy as np
+
+float16 = half = np.dtype("float16")
+float32 = float = np.dtype("float32")
+float64 = double = np.dtype("float64")
+int32 = int = np.dtype("int32")
+int64 = long = np.dtype("int64")
+bool = np.dtype("bool")  # noqa: A001 - PyTorch's name, only inside this module
+
+_SUPPORTED = {float16, float32, float64, int32, int64, bool, np.dtype("int8"), np.dtype("uint8")}
+_default_dtype = float32
+
+
+def get_default_dtype():
+    return _default_dtype
+
+
+def set_default_dtype(dtype) -> None:
+    """Sets the dtype of new float tensors (float32 unless changed; float64 for gradchecks)."""
+    global _default_dtype
+    dtype = np.dtype(dtype)
+    if dtype.kind != "f":
+        raise TypeError(f"set_default_dtype: expected a floating dtype, got {dtype}")
+    _default_dtype = dtype
+
+
+def to_dtype(dtype):
+    """Normalizes a dtype given as tt.float32, np.float32, 'float32' or Python's float/int/bool."""
+    if dtype is None:
+        return None
+    if dtype is builtins.float:
+        return _default_dtype
+    if dtype is builtins.int:
+        return int64
+    if dtype is builtins.bool:
+        return bool
+    try:
+        dtype = np.dtype(dtype)
+    except TypeError as e:
+        raise TypeError(f"unknown dtype {dtype!r}") from e
+    if dtype not in _SUPPORTED:
+        raise TypeError(f"dtype {dtype} is not supported by tinytensor")
+    return dtype
+
+
+def is_floating(dtype) -> builtins.bool:
+    return dtype.kind == "f"

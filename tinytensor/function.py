@@ -1,0 +1,141 @@
+"""`Function`: one node of the computation graph, and the switch that turns graph building off.
+
+An op is a small subclass with `forward(*arrays, **params) -> array` and
+`backward(grad) -> one gradient per input` (None where `needs_input_grad[i]` is false), both on raw
+backend arrays. `Op.apply(*tensors, **params)` runs forward and, when a gradient is needed, records
+the node so that `Tensor.backward` can find it.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from .tensor import Tensor, devices_mismatch_error
+
+_grad_enabled = True
+_module_stack: list = []  # modules currently running their forward (innermost last), for viz
+
+REGISTRY: dict[str, type] = {}  # every op of the engine by name, so that tests cover each one
+
+
+class Function:
+    """Base class of every op: see the module docstring.
+
+    Class attributes an op may set:
+        broadcasts: the op broadcasts its inputs like NumPy, so the engine sums each input
+            gradient back to that input's shape (the one place broadcasting is undone).
+        differentiable: False for ops with no gradient (argmax, comparisons): they never
+            record a graph node.
+    """
+
+    broadcasts = False
+    differentiable = True
+    inputs = None  # the input Tensors while the node is alive; None once backward freed it
+    needs_input_grad = ()
+    module = None  # the nn.Module whose forward created this node, if any (graph drawing)
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if cls.__module__.startswith("tinytensor."):
+            REGISTRY[cls.__name__] = cls
+
+    def forward(self, *arrays, **params):
+        raise NotImplementedError(f"{type(self).__name__} must implement forward")
+
+    def backward(self, grad):
+        raise NotImplementedError(f"{type(self).__name__} has no backward")
+
+    @classmethod
+    def apply(cls, *inputs, **params):
+        """Runs the op on Tensors `inputs` (non-tensor options go in `params`)."""
+        ctx = cls()
+        kind = inputs[0].data.__class__
+        requires_grad = False
+        for t in inputs:
+            if t.data.__class__ is not kind:
+                raise devices_mismatch_error(cls.__name__, inputs)
+            requires_grad = requires_grad or t.requires_grad
+        try:
+            out = ctx.forward(*[t.data for t in inputs], **params)
+        except (ValueError, TypeError, IndexError) as e:
+            raise _op_error(cls.__name__, inputs, e) from e
+        if requires_grad and _grad_enabled and cls.differentiable:
+            ctx.inputs = inputs
+            ctx.needs_input_grad = tuple([t.requires_grad for t in inputs])
+            if _module_stack:
+                ctx.module = _module_stack[-1]
+            return Tensor._wrap(out, True, ctx)
+        return Tensor._wrap(out, False, None)
+
+    def release(self):
+        """Drops the saved arrays and the links to the inputs (after backward)."""
+        self.__dict__.clear()
+
+    @property
+    def name(self) -> str:
+        return type(self).__name__
+
+
+def _op_error(name, inputs, error):
+    """An error from inside an op's forward, restated with the op and its inputs' shapes."""
+    kind = next(k for k in (IndexError, ValueError, TypeError) if isinstance(error, k))
+    shapes = ", ".join(f"{tuple(t.shape)} {t.dtype}" for t in inputs)
+    return kind(f"{name}: {error} (inputs: {shapes})")
+
+
+def is_grad_enabled() -> bool:
+    return _grad_enabled
+
+
+class _GradMode:
+    """Context manager and decorator that sets whether ops record the graph."""
+
+    def __init__(self, enabled: bool):
+        self.enabled = enabled
+        self.previous = []
+
+    def __enter__(self):
+        global _grad_enabled
+        self.previous.append(_grad_enabled)
+        _grad_enabled = self.enabled
+
+    def __exit__(self, *exc):
+        global _grad_enabled
+        _grad_enabled = self.previous.pop()
+
+    def __call__(self, fn):
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            with _GradMode(self.enabled):
+                return fn(*args, **kwargs)
+
+        return wrapper
+
+
+def no_grad():
+    """`with tt.no_grad():` builds no graph (inference, optimizer steps). Also a decorator."""
+    return _GradMode(False)
+
+
+def enable_grad():
+    """Turns graph building back on inside a `no_grad` block."""
+    return _GradMode(True)
+
+
+def set_grad_enabled(mode: bool):
+    return _GradMode(bool(mode))
+
+
+class module_scope:
+    """While active, new graph nodes remember `module` (nn.Module.__call__ enters one)."""
+
+    __slots__ = ("module",)
+
+    def __init__(self, module):
+        self.module = module
+
+    def __enter__(self):
+        _module_stack.append(self.module)
+
+    def __exit__(self, *exc):
+        _module_stack.pop()

@@ -1,0 +1,59 @@
+"""Small helpers shared by the op families: scalars as tensors, dims, error messages."""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from .. import dtypes
+from ..backend import get_array_module
+from ..tensor import Tensor
+
+
+def as_tensor_like(value, like: Tensor) -> Tensor:
+    """`value` as a Tensor on `like`'s device. A Python number takes `like`'s dtype (as in
+    PyTorch, `x * 2` keeps x's dtype), unless a float meets an integer tensor."""
+    if isinstance(value, Tensor):
+        return value
+    xp = get_array_module(like.data)
+    if isinstance(value, numbers.Number) and not isinstance(value, np.ndarray):
+        if isinstance(value, bool) or not isinstance(value, float) or like.dtype.kind == "f":
+            dtype = like.dtype
+        else:
+            dtype = dtypes.get_default_dtype()
+        return Tensor._wrap(xp.asarray(value, dtype=dtype), False, None)
+    if isinstance(value, (list, tuple)) or hasattr(value, "__array__"):
+        return Tensor(value, device=like.device)
+    raise TypeError(f"expected a Tensor or a number, got {type(value).__name__}")
+
+
+def binary_operands(a, b):
+    """Both operands as Tensors; at least one of them must already be a Tensor."""
+    if isinstance(a, Tensor):
+        return a, as_tensor_like(b, a)
+    return as_tensor_like(a, b), b
+
+
+def normalize_dim(dim, ndim, op):
+    """A dimension index in [0, ndim), from PyTorch-style possibly negative `dim`."""
+    if not isinstance(dim, (int, np.integer)):
+        raise TypeError(f"{op}: dim must be an int, got {type(dim).__name__}")
+    n = max(ndim, 1)
+    if not -n <= dim < n:
+        raise IndexError(f"{op}: dim {dim} is out of range for a tensor with {ndim} dimensions")
+    return int(dim) % n
+
+
+def normalize_dims(dim, ndim, op):
+    """`dim` (None, int or a sequence) as a sorted tuple of non-negative axes."""
+    if dim is None:
+        return tuple(range(ndim))
+    if isinstance(dim, (list, tuple)):
+        return tuple(sorted({normalize_dim(d, ndim, op) for d in dim}))
+    return (normalize_dim(dim, ndim, op),)
+
+
+def describe(tensors) -> str:
+    """'shapes (3, 4) and (5,)' for error messages."""
+    return " and ".join(str(tuple(t.shape)) for t in tensors)

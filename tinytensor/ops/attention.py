@@ -1,0 +1,203 @@
+"""Scaled dot-product attention as one fused op (the naive path: it materializes the scores).
+
+For one (batch, head), with scale τ:
+    S = τ·Q·Kᵀ + bias (+ -inf where masked),   P = softmax_rows(S),   O = P·V
+    dV = Pᵀ·dO,  dP = dO·Vᵀ,  dS = P ∘ (dP - rowsum(dP ∘ P)),  dQ = τ·dS·K,  dK = τ·dSᵀ·Q,
+    dBias = dS (the engine sums it over the dims the bias was broadcast on).
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..backend import get_array_module
+from ..function import Function
+from ..tensor import Tensor, devices_mismatch_error
+
+
+def _swap(a):
+    return a.swapaxes(-1, -2)
+
+
+def causal_mask(xp, n_queries, n_keys):
+    """Boolean (Nq, Nk) mask of the keys each query may see.
+
+    NOTE: aligned bottom-right: query i sees key j iff j ≤ i + Nk - Nq, so that the last query
+    is the newest token and sees every key (what KV-cache decoding needs). For Nq = Nk this is
+    the usual lower triangle; PyTorch aligns top-left when Nq ≠ Nk.
+    """
+    return xp.tri(n_queries, n_keys, n_keys - n_queries, dtype=bool)
+
+
+def _repeat_heads(x, groups):
+    """(..., Hkv, N, d) -> (..., Hkv·groups, N, d): each K/V head serves `groups` query heads."""
+    if groups == 1:
+        return x
+    xp = get_array_module(x)
+    shape = x.shape[:-3] + (x.shape[-3], groups) + x.shape[-2:]
+    return xp.broadcast_to(x[..., None, :, :], shape).reshape(
+        x.shape[:-3] + (x.shape[-3] * groups,) + x.shape[-2:]
+    )
+
+
+def _sum_groups(g, groups):
+    """The VJP of `_repeat_heads`: adds the gradients of the query heads sharing a K/V head."""
+    if groups == 1:
+        return g
+    return g.reshape(g.shape[:-3] + (g.shape[-3] // groups, groups) + g.shape[-2:]).sum(axis=-3)
+
+
+class ScaledDotProductAttention(Function):
+    """O = softmax(τ·Q·Kᵀ + bias, masked)·V; see the module docstring for the VJP.
+
+    A row whose keys are all masked gives O = 0 (not NaN) and no gradient.
+    """
+
+    broadcasts = True  # only the bias may be broadcast; it is summed back by the engine
+
+    def forward(self, q, k, v, bias=None, allowed=None, scale=1.0, groups=1, keep=None):
+        xp = get_array_module(q)
+        k, v = _repeat_heads(k, groups), _repeat_heads(v, groups)
+        s = (q @ _swap(k)) * scale
+        if bias is not None:
+            s = s + bias
+        if allowed is not None:
+            s = xp.where(allowed, s, -xp.inf)
+        m = s.max(axis=-1, keepdims=True)
+        m = xp.where(xp.isfinite(m), m, 0)  # NOTE: fully masked row: exp(-inf - 0) = 0, no NaN
+        e = xp.exp(s - m)
+        total = e.sum(axis=-1, keepdims=True)
+        p = e / xp.where(total == 0, 1, total)
+        self.q, self.k, self.v, self.p = q, k, v, p
+        self.scale, self.groups, self.keep = scale, groups, keep
+        return (p * keep if keep is not None else p) @ v
+
+    def backward(self, g):
+        p, keep = self.p, self.keep
+        p_used = p * keep if keep is not None else p
+        dv = _sum_groups(_swap(p_used) @ g, self.groups)
+        dp = g @ _swap(self.v)
+        if keep is not None:
+            dp = dp * keep
+        ds = p * (dp - (dp * p).sum(axis=-1, keepdims=True))
+        needs = self.needs_input_grad
+        dq = (ds @ self.k) * self.scale if needs[0] else None
+        dk = _sum_groups((_swap(ds) @ self.q) * self.scale, self.groups) if needs[1] else None
+        dbias = ds if len(needs) > 3 and needs[3] else None
+        return dq, dk, dv, dbias
+
+
+def _check_inputs(q, k, v, enable_gqa):
+    for name, t in (("query", q), ("key", k), ("value", v)):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"scaled_dot_product_attention: {name} must be a Tensor")
+        if t.ndim < 2:
+            raise ValueError(
+                f"scaled_dot_product_attention: {name} needs (..., N, d), got {t.shape}"
+            )
+    if q.device != k.device or q.device != v.device:
+        raise devices_mismatch_error("scaled_dot_product_attention", (q, k, v))
+    if q.shape[-1] != k.shape[-1] or k.shape[-2] != v.shape[-2] or k.shape[:-1] != v.shape[:-1]:
+        raise ValueError(
+            "scaled_dot_product_attention: shapes do not fit: query (..., Nq, d), key (..., Nk, "
+            f"d), value (..., Nk, dv) expected; got {tuple(q.shape)}, {tuple(k.shape)}, "
+            f"{tuple(v.shape)}"
+        )
+    hq = q.shape[-3] if q.ndim >= 3 else 1
+    hk = k.shape[-3] if k.ndim >= 3 else 1
+    if hq != hk and not (enable_gqa and hk and hq % hk == 0):
+        raise ValueError(
+            f"scaled_dot_product_attention: query has {hq} heads and key/value {hk}; "
+            "with enable_gqa=True the query heads must be a multiple of the key/value heads"
+        )
+    if q.shape[:-3] != k.shape[:-3]:
+        raise ValueError(
+            f"scaled_dot_product_attention: batch dims differ: {tuple(q.shape)} vs {tuple(k.shape)}"
+        )
+    return hq // hk
+
+
+def attention_mask_parts(q, k, attn_mask, is_causal, key_lengths=None):
+    """Splits the mask arguments into (bias Tensor or None, allowed bool array or None)."""
+    xp = get_array_module(q.data)
+    nq, nk = q.shape[-2], k.shape[-2]
+    bias = allowed = None
+    if attn_mask is not None:
+        if not isinstance(attn_mask, Tensor):
+            raise TypeError("scaled_dot_product_attention: attn_mask must be a Tensor")
+        if attn_mask.device != q.device:
+            raise devices_mismatch_error("scaled_dot_product_attention", (q, attn_mask))
+        try:
+            xp.broadcast_shapes(attn_mask.shape, q.shape[:-1] + (nk,))
+        except ValueError:
+            raise ValueError(
+                f"scaled_dot_product_attention: attn_mask of shape {tuple(attn_mask.shape)} does "
+                f"not broadcast to the scores' shape {tuple(q.shape[:-1]) + (nk,)}"
+            ) from None
+        if attn_mask.dtype == bool:
+            allowed = attn_mask.data
+        elif attn_mask.dtype.kind == "f":
+            bias = attn_mask
+        else:
+            raise TypeError(
+                f"scaled_dot_product_attention: attn_mask must be bool (True = attend) or float "
+                f"(added to the scores), got {attn_mask.dtype}"
+            )
+    if is_causal:
+        c = causal_mask(xp, nq, nk)
+        allowed = c if allowed is None else allowed & c
+    if key_lengths is not None:
+        lengths = key_lengths.data if isinstance(key_lengths, Tensor) else xp.asarray(key_lengths)
+        batch = q.shape[0]
+        if lengths.shape != (batch,):
+            raise ValueError(
+                f"scaled_dot_product_attention: key_lengths must have shape ({batch},), got "
+                f"{tuple(lengths.shape)}"
+            )
+        pad = (xp.arange(nk) < lengths[:, None]).reshape((batch,) + (1,) * (q.ndim - 2) + (nk,))
+        allowed = pad if allowed is None else allowed & pad
+    return bias, allowed
+
+
+def scaled_dot_product_attention(
+    query,
+    key,
+    value,
+    attn_mask=None,
+    dropout_p=0.0,
+    is_causal=False,
+    scale=None,
+    enable_gqa=False,
+    key_lengths=None,
+):
+    """Attention with PyTorch's arguments: softmax(Q·Kᵀ·scale + mask)·V.
+
+    Args:
+        query: (..., Hq, Nq, d); key: (..., Hkv, Nk, d); value: (..., Hkv, Nk, dv).
+        attn_mask: bool (True = may attend) or float (added to the scores, and differentiable),
+            broadcastable to (..., Hq, Nq, Nk).
+        dropout_p: dropout on the attention probabilities (training only: pass 0 in eval).
+        is_causal: mask future keys. NOTE: for Nq ≠ Nk the mask is aligned bottom-right
+            (query i sees key j iff j ≤ i + Nk - Nq), as KV-cache decoding needs; PyTorch
+            aligns it top-left.
+        scale: τ; defaults to 1/√d (T5 uses 1.0).
+        enable_gqa: allow Hkv < Hq (grouped-query attention; Hq must be a multiple of Hkv).
+        key_lengths: optional (B,) ints: keys at positions ≥ length are padding (tinytensor's
+            addition; cheaper than building a mask).
+    Returns:
+        (..., Hq, Nq, dv). Query rows that may attend to nothing give zeros.
+    """
+    groups = _check_inputs(query, key, value, enable_gqa)
+    bias, allowed = attention_mask_parts(query, key, attn_mask, is_causal, key_lengths)
+    scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale)
+    keep = None
+    if dropout_p > 0.0:
+        from ..random import uniform_array
+
+        scores_shape = query.shape[:-1] + (key.shape[-2],)
+        u = uniform_array(scores_shape, query.dtype, query.device, 0.0, 1.0, None)
+        keep = ((u >= dropout_p) * (1.0 / (1.0 - dropout_p))).astype(query.dtype)
+    inputs = (query, key, value) if bias is None else (query, key, value, bias)
+    return ScaledDotProductAttention.apply(
+        *inputs, allowed=allowed, scale=scale, groups=groups, keep=keep
+    )

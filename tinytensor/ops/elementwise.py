@@ -1,0 +1,598 @@
+"""Elementwise ops: arithmetic, activations, comparisons, selection.
+
+Binary ops broadcast like NumPy; their VJPs return gradients of the broadcast shape and the engine
+(`autograd.sum_to`) reduces them to each input's shape.
+"""
+
+from __future__ import annotations
+
+import math
+
+from .. import dtypes
+from ..backend import get_array_module, is_cupy_array
+from ..function import Function
+from ..tensor import Tensor
+from ._util import as_tensor_like, binary_operands
+
+
+def _erf(x):
+    """erf elementwise (NumPy has none; SciPy's and CuPy's are exact to rounding)."""
+    if is_cupy_array(x):
+        from cupyx.scipy.special import erf
+    else:
+        from scipy.special import erf
+    return erf(x)
+
+
+# ---- arithmetic ---------------------------------------------------------------------------
+
+
+class Add(Function):
+    """z = x + y;  dL/dx = g,  dL/dy = g."""
+
+    broadcasts = True
+
+    def forward(self, x, y):
+        return x + y
+
+    def backward(self, g):
+        return g, g
+
+
+class Sub(Function):
+    """z = x - y;  dL/dx = g,  dL/dy = -g."""
+
+    broadcasts = True
+
+    def forward(self, x, y):
+        return x - y
+
+    def backward(self, g):
+        return g, (-g if self.needs_input_grad[1] else None)
+
+
+class Mul(Function):
+    """z = x * y;  dL/dx = g * y,  dL/dy = g * x."""
+
+    broadcasts = True
+
+    def forward(self, x, y):
+        self.x, self.y = x, y
+        return x * y
+
+    def backward(self, g):
+        return (
+            g * self.y if self.needs_input_grad[0] else None,
+            g * self.x if self.needs_input_grad[1] else None,
+        )
+
+
+class Div(Function):
+    """z = x / y;  dL/dx = g / y,  dL/dy = -g * x / y²."""
+
+    broadcasts = True
+
+    def forward(self, x, y):
+        self.x, self.y = x, y
+        return x / y
+
+    def backward(self, g):
+        gx = g / self.y
+        return gx, (-gx * self.x / self.y if self.needs_input_grad[1] else None)
+
+
+class Neg(Function):
+    """z = -x;  dL/dx = -g."""
+
+    def forward(self, x):
+        return -x
+
+    def backward(self, g):
+        return -g
+
+
+class Pow(Function):
+    """z = x ** y (tensor exponent);  dL/dx = g·y·x^(y-1),  dL/dy = g·z·log x."""
+
+    broadcasts = True
+
+    def forward(self, x, y):
+        self.x, self.y = x, y
+        self.z = x**y
+        return self.z
+
+    def backward(self, g):
+        xp = get_array_module(g)
+        gx = g * self.y * self.x ** (self.y - 1) if self.needs_input_grad[0] else None
+        gy = None
+        if self.needs_input_grad[1]:
+            # NOTE: d/dy x^y = x^y·log x; at x = 0 that is 0 (x^y = 0 for y > 0), not nan.
+            safe = xp.where(self.x > 0, self.x, 1)
+            gy = g * self.z * xp.log(safe)
+        return gx, gy
+
+
+class PowScalar(Function):
+    """z = x ** p for a Python number p;  dL/dx = g·p·x^(p-1)."""
+
+    def forward(self, x, p):
+        self.x, self.p = x, p
+        return x**p
+
+    def backward(self, g):
+        if self.p == 2:
+            return g * 2 * self.x
+        return g * self.p * self.x ** (self.p - 1)
+
+
+# ---- unary math ---------------------------------------------------------------------------
+
+
+class Exp(Function):
+    """z = eˣ;  dL/dx = g·z."""
+
+    def forward(self, x):
+        self.z = get_array_module(x).exp(x)
+        return self.z
+
+    def backward(self, g):
+        return g * self.z
+
+
+class Log(Function):
+    """z = log x;  dL/dx = g / x."""
+
+    def forward(self, x):
+        self.x = x
+        return get_array_module(x).log(x)
+
+    def backward(self, g):
+        return g / self.x
+
+
+class Sqrt(Function):
+    """z = √x;  dL/dx = g / (2z)."""
+
+    def forward(self, x):
+        self.z = get_array_module(x).sqrt(x)
+        return self.z
+
+    def backward(self, g):
+        return g / (2 * self.z)
+
+
+class Rsqrt(Function):
+    """z = 1/√x;  dL/dx = -g·z³/2."""
+
+    def forward(self, x):
+        self.z = 1 / get_array_module(x).sqrt(x)
+        return self.z
+
+    def backward(self, g):
+        return -0.5 * g * self.z**3
+
+
+class Abs(Function):
+    """z = |x|;  dL/dx = g·sign(x)  (0 at x = 0, as PyTorch)."""
+
+    def forward(self, x):
+        self.x = x
+        return get_array_module(x).abs(x)
+
+    def backward(self, g):
+        return g * get_array_module(g).sign(self.x)
+
+
+class Sin(Function):
+    """z = sin x;  dL/dx = g·cos x."""
+
+    def forward(self, x):
+        self.x = x
+        return get_array_module(x).sin(x)
+
+    def backward(self, g):
+        return g * get_array_module(g).cos(self.x)
+
+
+class Cos(Function):
+    """z = cos x;  dL/dx = -g·sin x."""
+
+    def forward(self, x):
+        self.x = x
+        return get_array_module(x).cos(x)
+
+    def backward(self, g):
+        return -g * get_array_module(g).sin(self.x)
+
+
+class Tanh(Function):
+    """z = tanh x;  dL/dx = g·(1 - z²)."""
+
+    def forward(self, x):
+        self.z = get_array_module(x).tanh(x)
+        return self.z
+
+    def backward(self, g):
+        return g * (1 - self.z * self.z)
+
+
+def stable_sigmoid(x):
+    """σ(x) = 1/(1+e⁻ˣ) for x ≥ 0 and eˣ/(1+eˣ) for x < 0.
+
+    NOTE: computed piecewise through e^(-|x|) ∈ (0, 1], so neither tail overflows.
+    """
+    xp = get_array_module(x)
+    e = xp.exp(-xp.abs(x))
+    return xp.where(x >= 0, 1 / (1 + e), e / (1 + e))
+
+
+class Sigmoid(Function):
+    """z = σ(x);  dL/dx = g·z·(1 - z)."""
+
+    def forward(self, x):
+        self.z = stable_sigmoid(x)
+        return self.z
+
+    def backward(self, g):
+        return g * self.z * (1 - self.z)
+
+
+class Relu(Function):
+    """z = max(x, 0);  dL/dx = g·[x > 0].  NOTE: relu'(0) = 0, as PyTorch."""
+
+    def forward(self, x):
+        self.mask = x > 0
+        return x * self.mask
+
+    def backward(self, g):
+        return g * self.mask
+
+
+_SQRT_2_OVER_PI = math.sqrt(2 / math.pi)
+
+
+class Gelu(Function):
+    """z = x·Φ(x) (exact, with erf) or its tanh approximation.
+
+    exact:  dL/dx = g·(Φ(x) + x·φ(x))
+    tanh:   z = x/2·(1 + t), t = tanh(√(2/π)(x + 0.044715x³));
+            dL/dx = g·(½(1 + t) + ½x(1 - t²)·√(2/π)(1 + 3·0.044715x²))
+    """
+
+    def forward(self, x, approximate="none"):
+        xp = get_array_module(x)
+        self.x, self.approximate = x, approximate
+        if approximate == "tanh":
+            self.t = xp.tanh(_SQRT_2_OVER_PI * (x + 0.044715 * x**3))
+            return 0.5 * x * (1 + self.t)
+        self.cdf = 0.5 * (1 + _erf(x * (1 / math.sqrt(2))))
+        return x * self.cdf
+
+    def backward(self, g):
+        x = self.x
+        if self.approximate == "tanh":
+            t = self.t
+            inner = _SQRT_2_OVER_PI * (1 + 3 * 0.044715 * x * x)
+            return g * (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * inner)
+        pdf = get_array_module(x).exp(-0.5 * x * x) * (1 / math.sqrt(2 * math.pi))
+        return g * (self.cdf + x * pdf)
+
+
+class Silu(Function):
+    """z = x·σ(x);  dL/dx = g·σ(x)·(1 + x·(1 - σ(x)))."""
+
+    def forward(self, x):
+        self.x, self.s = x, stable_sigmoid(x)
+        return x * self.s
+
+    def backward(self, g):
+        return g * self.s * (1 + self.x * (1 - self.s))
+
+
+# ---- two-way selection --------------------------------------------------------------------
+
+
+class Maximum(Function):
+    """z = max(x, y);  the gradient goes to the larger input.  NOTE: ties split it evenly."""
+
+    broadcasts = True
+
+    def forward(self, x, y):
+        xp = get_array_module(x)
+        self.share_x = ((x > y) + 0.5 * (x == y)).astype(x.dtype)
+        return xp.maximum(x, y)
+
+    def backward(self, g):
+        return g * self.share_x, g * (1 - self.share_x)
+
+
+class Minimum(Function):
+    """z = min(x, y);  the gradient goes to the smaller input.  NOTE: ties split it evenly."""
+
+    broadcasts = True
+
+    def forward(self, x, y):
+        xp = get_array_module(x)
+        self.share_x = ((x < y) + 0.5 * (x == y)).astype(x.dtype)
+        return xp.minimum(x, y)
+
+    def backward(self, g):
+        return g * self.share_x, g * (1 - self.share_x)
+
+
+class Clamp(Function):
+    """z = min(max(x, lo), hi);  dL/dx = g where lo ≤ x ≤ hi, else 0 (as PyTorch)."""
+
+    def forward(self, x, min=None, max=None):  # noqa: A002 - PyTorch's argument names
+        self.inside = (x >= (min if min is not None else -math.inf)) & (
+            x <= (max if max is not None else math.inf)
+        )
+        return get_array_module(x).clip(x, min, max)
+
+    def backward(self, g):
+        return g * self.inside
+
+
+class Where(Function):
+    """z = cond ? x : y;  dL/dx = g where cond,  dL/dy = g elsewhere."""
+
+    broadcasts = True
+
+    def forward(self, x, y, condition=None):
+        self.condition = condition
+        return get_array_module(x).where(condition, x, y)
+
+    def backward(self, g):
+        xp = get_array_module(g)
+        zero = xp.zeros((), dtype=g.dtype)
+        return (
+            xp.where(self.condition, g, zero) if self.needs_input_grad[0] else None,
+            xp.where(self.condition, zero, g) if self.needs_input_grad[1] else None,
+        )
+
+
+class MaskedFill(Function):
+    """z = mask ? value : x;  dL/dx = g where not mask."""
+
+    broadcasts = True
+
+    def forward(self, x, mask=None, value=0.0):
+        xp = get_array_module(x)
+        self.mask = mask
+        return xp.where(mask, xp.asarray(value, dtype=x.dtype), x)
+
+    def backward(self, g):
+        xp = get_array_module(g)
+        return xp.where(self.mask, xp.zeros((), dtype=g.dtype), g)
+
+
+# ---- dtype and device ---------------------------------------------------------------------
+
+
+class Cast(Function):
+    """z = x as another dtype;  dL/dx = g cast back (the engine casts)."""
+
+    def forward(self, x, dtype=None):
+        return x.astype(dtype)
+
+    def backward(self, g):
+        return g
+
+
+class ToDevice(Function):
+    """z = x copied to another device;  dL/dx = g copied back."""
+
+    def forward(self, x, device=None):
+        from ..backend import device_of, move_array
+
+        self.source = device_of(x)
+        return move_array(x, device)
+
+    def backward(self, g):
+        from ..backend import move_array
+
+        return move_array(g, self.source)
+
+
+class Clone(Function):
+    """z = a copy of x;  dL/dx = g."""
+
+    def forward(self, x):
+        return x.copy()
+
+    def backward(self, g):
+        return g
+
+
+# ---- no gradient --------------------------------------------------------------------------
+
+
+class Compare(Function):
+    """z = x (op) y as booleans: ==, !=, <, <=, >, >=, and, or, xor. No gradient."""
+
+    differentiable = False
+
+    def forward(self, x, y, op="equal"):
+        return getattr(get_array_module(x), op)(x, y)
+
+
+class LogicalNot(Function):
+    """z = not x. No gradient."""
+
+    differentiable = False
+
+    def forward(self, x):
+        return get_array_module(x).logical_not(x)
+
+
+# ---- functional API -----------------------------------------------------------------------
+
+
+def add(a, b):
+    return Add.apply(*binary_operands(a, b))
+
+
+def sub(a, b):
+    return Sub.apply(*binary_operands(a, b))
+
+
+def mul(a, b):
+    return Mul.apply(*binary_operands(a, b))
+
+
+def div(a, b):
+    a, b = binary_operands(a, b)
+    if a.dtype.kind != "f" and b.dtype.kind != "f":  # true division of integers gives floats
+        a = a.to(dtypes.get_default_dtype())
+    return Div.apply(a, b)
+
+
+def neg(x):
+    return Neg.apply(x)
+
+
+def pow(base, exponent):  # noqa: A001 - PyTorch's name
+    if isinstance(base, Tensor) and not isinstance(exponent, Tensor):
+        if not isinstance(exponent, (int, float)):
+            raise TypeError(f"pow: exponent must be a number or a Tensor, got {exponent!r}")
+        return PowScalar.apply(base, p=exponent)
+    return Pow.apply(*binary_operands(base, exponent))
+
+
+def exp(x):
+    return Exp.apply(x)
+
+
+def log(x):
+    return Log.apply(x)
+
+
+def sqrt(x):
+    return Sqrt.apply(x)
+
+
+def rsqrt(x):
+    return Rsqrt.apply(x)
+
+
+def abs(x):  # noqa: A001 - PyTorch's name
+    return Abs.apply(x)
+
+
+def sin(x):
+    return Sin.apply(x)
+
+
+def cos(x):
+    return Cos.apply(x)
+
+
+def tanh(x):
+    return Tanh.apply(x)
+
+
+def sigmoid(x):
+    return Sigmoid.apply(x)
+
+
+def relu(x):
+    return Relu.apply(x)
+
+
+def gelu(x, approximate="none"):
+    """GELU: x·Φ(x); `approximate="tanh"` uses GPT-2's tanh formula."""
+    if approximate not in ("none", "tanh"):
+        raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+    return Gelu.apply(x, approximate=approximate)
+
+
+def silu(x):
+    return Silu.apply(x)
+
+
+def maximum(a, b):
+    return Maximum.apply(*binary_operands(a, b))
+
+
+def minimum(a, b):
+    return Minimum.apply(*binary_operands(a, b))
+
+
+def clamp(x, min=None, max=None):  # noqa: A002 - PyTorch's argument names
+    if min is None and max is None:
+        raise ValueError("clamp: at least one of min and max must be given")
+    return Clamp.apply(x, min=min, max=max)
+
+
+def where(condition, x, y):
+    """Elementwise `x if condition else y`; condition is a bool tensor (no gradient)."""
+    like = x if isinstance(x, Tensor) else y
+    if not isinstance(like, Tensor):
+        raise TypeError("where: at least one of x and y must be a Tensor")
+    condition = as_tensor_like(condition, like)
+    if condition.dtype != dtypes.bool:
+        raise TypeError(f"where: condition must be a bool tensor, got {condition.dtype}")
+    x, y = binary_operands(x, y)
+    if condition.device != x.device:
+        from ..tensor import devices_mismatch_error
+
+        raise devices_mismatch_error("where", (condition, x, y))
+    return Where.apply(x, y, condition=condition.data)
+
+
+def masked_fill(x, mask, value):
+    """`value` where `mask` is True, `x` elsewhere; mask broadcasts to x's shape."""
+    mask = as_tensor_like(mask, x)
+    if mask.dtype != dtypes.bool:
+        raise TypeError(f"masked_fill: mask must be a bool tensor, got {mask.dtype}")
+    if mask.device != x.device:
+        from ..tensor import devices_mismatch_error
+
+        raise devices_mismatch_error("masked_fill", (x, mask))
+    if isinstance(value, Tensor):
+        value = value.item()
+    return MaskedFill.apply(x, mask=mask.data, value=value)
+
+
+def cast(x, dtype):
+    return Cast.apply(x, dtype=dtype)
+
+
+def to_device(x, device):
+    return ToDevice.apply(x, device=device)
+
+
+def clone(x):
+    return Clone.apply(x)
+
+
+def compare(a, b, op):
+    return Compare.apply(*binary_operands(a, b), op=op)
+
+
+def logical_not(x):
+    return LogicalNot.apply(x)
+
+
+def logical_and(a, b):
+    return compare(a, b, "logical_and")
+
+
+def logical_or(a, b):
+    return compare(a, b, "logical_or")
+
+
+def logical_xor(a, b):
+    return compare(a, b, "logical_xor")
+
+
+def eq(a, b):
+    return compare(a, b, "equal")
+
+
+def isnan(x):
+    return Tensor._wrap(get_array_module(x.data).isnan(x.data), False, None)
+
+
+def isfinite(x):
+    return Tensor._wrap(get_array_module(x.data).isfinite(x.data), False, None)

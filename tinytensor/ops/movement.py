@@ -1,0 +1,338 @@
+"""Movement ops: reshape, permute, expand, indexing, concatenation, triangles.
+
+They move or select elements without arithmetic, so each VJP moves the gradient back the same way:
+reshape it back, transpose it back, scatter it back (adding where an index repeats).
+"""
+
+from __future__ import annotations
+
+import builtins
+import math
+
+import numpy as np
+
+from ..backend import get_array_module, is_cupy_array
+from ..function import Function
+from ..tensor import Tensor, devices_mismatch_error
+from ._util import normalize_dim
+
+
+def _shape_arg(shape):
+    """`reshape(2, 3)` and `reshape((2, 3))` both mean (2, 3)."""
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        shape = shape[0]
+    return tuple(builtins.int(s) for s in shape)
+
+
+class Reshape(Function):
+    """z = x with a new shape;  dL/dx = g reshaped back."""
+
+    def forward(self, x, shape=()):
+        self.shape = x.shape
+        return x.reshape(shape)
+
+    def backward(self, g):
+        return g.reshape(self.shape)
+
+
+class Permute(Function):
+    """z = x with dimensions reordered by `dims`;  dL/dx = g permuted by the inverse order."""
+
+    def forward(self, x, dims=()):
+        self.inverse = tuple(np.argsort(dims))
+        return x.transpose(dims)
+
+    def backward(self, g):
+        return g.transpose(self.inverse)
+
+
+class Expand(Function):
+    """z = x broadcast to `shape` (a view);  dL/dx = g summed back by the engine."""
+
+    broadcasts = True
+
+    def forward(self, x, shape=()):
+        return get_array_module(x).broadcast_to(x, shape)
+
+    def backward(self, g):
+        return g
+
+
+def _has_arrays(index) -> bool:
+    return builtins.any(hasattr(i, "shape") for i in index)
+
+
+class GetItem(Function):
+    """z = x[index];  dL/dx = g scattered into zeros at `index`, duplicates adding up."""
+
+    def forward(self, x, index=()):
+        self.shape, self.dtype, self.index = x.shape, x.dtype, index
+        return x[index]
+
+    def backward(self, g):
+        xp = get_array_module(g)
+        gx = xp.zeros(self.shape, dtype=self.dtype)
+        if not _has_arrays(self.index):  # basic indexing selects each element at most once
+            gx[self.index] = g
+        elif is_cupy_array(gx):
+            import cupyx
+
+            cupyx.scatter_add(gx, self.index, g)
+        else:
+            np.add.at(gx, self.index, g)
+        return gx
+
+
+class Gather(Function):
+    """z[i][j] = x[i][index[i][j]] along `dim` (PyTorch's gather);  dL/dx = scatter-add of g."""
+
+    def forward(self, x, index=None, axis=0):
+        xp = get_array_module(x)
+        self.shape, self.dtype, self.index, self.axis = x.shape, x.dtype, index, axis
+        return xp.take_along_axis(x, index, axis=axis)
+
+    def backward(self, g):
+        xp = get_array_module(g)
+        gx = xp.zeros(self.shape, dtype=self.dtype)
+        grids = list(xp.indices(self.index.shape, sparse=True))
+        grids[self.axis] = self.index
+        if is_cupy_array(gx):
+            import cupyx
+
+            cupyx.scatter_add(gx, tuple(grids), g)
+        else:
+            np.add.at(gx, tuple(grids), g)
+        return gx
+
+
+class Cat(Function):
+    """z = [x₁, x₂, ...] joined along `axis`;  dL/dxᵢ = the slice of g that xᵢ became."""
+
+    def forward(self, *xs, axis=0):
+        self.axis = axis
+        self.bounds = np.cumsum([x.shape[axis] for x in xs])[:-1]
+        return get_array_module(xs[0]).concatenate(xs, axis=axis)
+
+    def backward(self, g):
+        return tuple(get_array_module(g).split(g, self.bounds, axis=self.axis))
+
+
+class Stack(Function):
+    """z = [x₁, x₂, ...] stacked along a new `axis`;  dL/dxᵢ = g[..., i, ...]."""
+
+    def forward(self, *xs, axis=0):
+        self.axis = axis
+        return get_array_module(xs[0]).stack(xs, axis=axis)
+
+    def backward(self, g):
+        xp = get_array_module(g)
+        return tuple(xp.take(g, i, axis=self.axis) for i in range(g.shape[self.axis]))
+
+
+class Triangle(Function):
+    """z = lower (tril) or upper (triu) triangle of the last two dims;  dL/dx = same of g."""
+
+    def forward(self, x, diagonal=0, upper=False):
+        xp = get_array_module(x)
+        self.keep = (xp.triu if upper else xp.tril)(xp.ones(x.shape[-2:], dtype=bool), diagonal)
+        return x * self.keep
+
+    def backward(self, g):
+        return g * self.keep
+
+
+# ---- functional API -----------------------------------------------------------------------
+
+
+def reshape(x, *shape):
+    shape = _shape_arg(shape)
+    unknown = [i for i, s in enumerate(shape) if s == -1]
+    known = math.prod(s for s in shape if s != -1)
+    size = x.data.size
+    ok = len(unknown) <= 1 and builtins.all(s >= -1 for s in shape)
+    if ok and unknown and known and size % known == 0:
+        shape = tuple(size // known if s == -1 else s for s in shape)
+    elif not ok or unknown or known != size:
+        raise ValueError(f"reshape: cannot view a tensor of shape {x.shape} as shape {shape}")
+    return Reshape.apply(x, shape=shape)
+
+
+view = reshape
+
+
+def permute(x, *dims):
+    dims = tuple(normalize_dim(d, x.ndim, "permute") for d in _shape_arg(dims))
+    if sorted(dims) != list(range(x.ndim)):
+        raise ValueError(f"permute: {dims} is not a permutation of the {x.ndim} dims of {x.shape}")
+    return Permute.apply(x, dims=dims)
+
+
+def transpose(x, dim0, dim1):
+    d0, d1 = normalize_dim(dim0, x.ndim, "transpose"), normalize_dim(dim1, x.ndim, "transpose")
+    dims = list(range(x.ndim))
+    dims[d0], dims[d1] = dims[d1], dims[d0]
+    return Permute.apply(x, dims=tuple(dims))
+
+
+def expand(x, *sizes):
+    sizes = _shape_arg(sizes)
+    if len(sizes) < x.ndim:
+        raise ValueError(f"expand: shape {sizes} has fewer dims than the tensor's {x.shape}")
+    lead = len(sizes) - x.ndim
+    shape = tuple(x.shape[i - lead] if s == -1 and i >= lead else s for i, s in enumerate(sizes))
+    for i, n in enumerate(x.shape):
+        if n != 1 and n != shape[i + lead]:
+            raise ValueError(f"expand: cannot expand shape {x.shape} to {sizes}")
+    return Expand.apply(x, shape=shape)
+
+
+def squeeze(x, dim=None):
+    if dim is None:
+        shape = tuple(n for n in x.shape if n != 1)
+    else:
+        dims = dim if isinstance(dim, (tuple, list)) else (dim,)
+        dims = {normalize_dim(d, x.ndim, "squeeze") for d in dims}
+        shape = tuple(n for i, n in enumerate(x.shape) if not (i in dims and n == 1))
+    return Reshape.apply(x, shape=shape)
+
+
+def unsqueeze(x, dim):
+    d = normalize_dim(dim, x.ndim + 1, "unsqueeze")
+    return Reshape.apply(x, shape=x.shape[:d] + (1,) + x.shape[d:])
+
+
+def flatten(x, start_dim=0, end_dim=-1):
+    if x.ndim == 0:
+        return Reshape.apply(x, shape=(1,))
+    s, e = normalize_dim(start_dim, x.ndim, "flatten"), normalize_dim(end_dim, x.ndim, "flatten")
+    shape = x.shape[:s] + (math.prod(x.shape[s : e + 1]),) + x.shape[e + 1 :]
+    return Reshape.apply(x, shape=shape)
+
+
+def normalize_index(index, op="getitem"):
+    """Turns an index into one NumPy accepts: Tensors become arrays; floats are refused."""
+    items = index if isinstance(index, tuple) else (index,)
+    out = []
+    for i in items:
+        if isinstance(i, Tensor):
+            if i.dtype.kind not in "iub":
+                raise IndexError(
+                    f"{op}: tensors used as indices must be integer or bool, got {i.dtype}"
+                )
+            i = i.data
+        elif isinstance(i, (float, np.floating)):
+            raise IndexError(f"{op}: index {i!r} is a float; indices must be integers")
+        elif isinstance(i, list):
+            i = np.asarray(i)
+            if i.dtype.kind not in "iub":
+                raise IndexError(f"{op}: index list must hold integers or bools, got {i.dtype}")
+        elif hasattr(i, "dtype") and i.dtype.kind not in "iub":
+            raise IndexError(f"{op}: index arrays must be integer or bool, got {i.dtype}")
+        out.append(i)
+    return tuple(out)
+
+
+def getitem(x, index):
+    index = normalize_index(index)
+    for i in index:
+        if hasattr(i, "shape") and type(i) is not type(x.data) and not isinstance(i, np.ndarray):
+            raise devices_mismatch_error("getitem", (x,))
+    if is_cupy_array(x.data):  # NumPy index arrays must live on the GPU too
+        index = tuple(
+            get_array_module(x.data).asarray(i) if hasattr(i, "shape") else i for i in index
+        )
+    try:
+        return GetItem.apply(x, index=index)
+    except IndexError as e:
+        raise IndexError(f"getitem: {e} (tensor shape {x.shape})") from None
+
+
+def gather(x, dim, index):
+    if not isinstance(index, Tensor) or index.dtype.kind not in "iu":
+        raise TypeError("gather: index must be an integer tensor")
+    axis = normalize_dim(dim, x.ndim, "gather")
+    return Gather.apply(x, index=index.data, axis=axis)
+
+
+def _check_same_device(tensors, op):
+    if builtins.any(t.data.__class__ is not tensors[0].data.__class__ for t in tensors):
+        raise devices_mismatch_error(op, tensors)
+
+
+def cat(tensors, dim=0):
+    """Joins tensors along an existing dim; all other dims must match."""
+    tensors = list(tensors)
+    if not tensors:
+        raise ValueError("cat: expected a non-empty list of tensors")
+    _check_same_device(tensors, "cat")
+    axis = normalize_dim(dim, tensors[0].ndim, "cat")
+    ref = tensors[0].shape
+    for t in tensors:
+        if (
+            t.ndim != len(ref)
+            or t.shape[:axis] + t.shape[axis + 1 :] != ref[:axis] + ref[axis + 1 :]
+        ):
+            raise ValueError(
+                f"cat: shapes {[tuple(t.shape) for t in tensors]} differ outside dim {dim}"
+            )
+    return Cat.apply(*tensors, axis=axis)
+
+
+concat = concatenate = cat
+
+
+def stack(tensors, dim=0):
+    """Stacks equal-shaped tensors along a new dim."""
+    tensors = list(tensors)
+    if not tensors:
+        raise ValueError("stack: expected a non-empty list of tensors")
+    _check_same_device(tensors, "stack")
+    if builtins.any(t.shape != tensors[0].shape for t in tensors):
+        raise ValueError(f"stack: shapes differ: {[tuple(t.shape) for t in tensors]}")
+    return Stack.apply(*tensors, axis=normalize_dim(dim, tensors[0].ndim + 1, "stack"))
+
+
+def split(x, split_size_or_sections, dim=0):
+    """Pieces of `split_size` along `dim` (the last may be smaller), or of the given sizes."""
+    axis = normalize_dim(dim, x.ndim, "split")
+    n = x.shape[axis]
+    if isinstance(split_size_or_sections, int):
+        step = split_size_or_sections
+        if step <= 0:
+            raise ValueError(f"split: split_size must be positive, got {step}")
+        sizes = [builtins.min(step, n - i) for i in range(0, n, step)]
+    else:
+        sizes = list(split_size_or_sections)
+        if builtins.sum(sizes) != n:
+            raise ValueError(f"split: sizes {sizes} do not add up to {n} (dim {dim} of {x.shape})")
+    pieces, start = [], 0
+    for size in sizes:
+        index = (slice(None),) * axis + (slice(start, start + size),)
+        pieces.append(GetItem.apply(x, index=index))
+        start += size
+    return tuple(pieces)
+
+
+def chunk(x, chunks, dim=0):
+    n = x.shape[normalize_dim(dim, x.ndim, "chunk")]
+    return split(x, builtins.max(1, -(-n // chunks)), dim)
+
+
+def tril(x, diagonal=0):
+    if x.ndim < 2:
+        raise ValueError(f"tril: expected at least 2 dims, got shape {x.shape}")
+    return Triangle.apply(x, diagonal=diagonal, upper=False)
+
+
+def triu(x, diagonal=0):
+    if x.ndim < 2:
+        raise ValueError(f"triu: expected at least 2 dims, got shape {x.shape}")
+    return Triangle.apply(x, diagonal=diagonal, upper=True)
+
+
+def repeat_interleave(x, repeats: int, dim: int):
+    """Each slice along `dim` repeated `repeats` times in place (e.g. K/V heads for GQA)."""
+    d = normalize_dim(dim, x.ndim, "repeat_interleave")
+    shape = x.shape[: d + 1] + (repeats,) + x.shape[d + 1 :]
+    expanded = expand(unsqueeze(x, d + 1), shape)
+    return reshape(expanded, x.shape[:d] + (x.shape[d] * repeats,) + x.shape[d + 1 :])

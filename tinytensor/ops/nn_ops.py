@@ -1,0 +1,389 @@
+"""Fused neural-network ops: each is one graph node with a hand-derived VJP.
+
+Fewer, larger nodes are faster (less Python per element) and easier to read in a drawn graph.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import dtypes
+from ..backend import get_array_module, is_cupy_array
+from ..function import Function
+from ..tensor import Tensor
+from ._util import normalize_dim
+
+
+def _softmax(x, axis):
+    """NOTE: subtracts the row max first, so exp never overflows."""
+    xp = get_array_module(x)
+    e = xp.exp(x - x.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def _log_softmax(x, axis):
+    """NOTE: log softmax = (x - m) - log Σ exp(x - m) with m the row max: no overflow, no log 0."""
+    xp = get_array_module(x)
+    shifted = x - x.max(axis=axis, keepdims=True)
+    return shifted - xp.log(xp.exp(shifted).sum(axis=axis, keepdims=True))
+
+
+class Softmax(Function):
+    """p = softmax(x) along `axis`;  dL/dx = p ∘ (g - Σ g∘p)."""
+
+    def forward(self, x, axis=-1):
+        self.axis = axis
+        self.p = _softmax(x, axis)
+        return self.p
+
+    def backward(self, g):
+        p = self.p
+        return p * (g - (g * p).sum(axis=self.axis, keepdims=True))
+
+
+class LogSoftmax(Function):
+    """z = log softmax(x) along `axis`;  dL/dx = g - softmax(x)·Σ g."""
+
+    def forward(self, x, axis=-1):
+        self.axis = axis
+        self.z = _log_softmax(x, axis)
+        return self.z
+
+    def backward(self, g):
+        xp = get_array_module(g)
+        return g - xp.exp(self.z) * g.sum(axis=self.axis, keepdims=True)
+
+
+class CrossEntropy(Function):
+    """Cross-entropy of logits z (M, C) against targets: class ids (M,) or probabilities (M, C).
+
+    With q the (label-smoothed) target distribution and p = softmax(z):
+        loss_i = -Σ_c q_ic log p_ic,        dL/dz_i = g_i (p_i - q_i)
+    Rows whose id is `ignore_index` contribute nothing. The logit gradient is formed directly as
+    p - q, never by differentiating through log(softmax).
+    """
+
+    def forward(
+        self, z, probs=None, target=None, ignore_index=-100, label_smoothing=0.0, reduction="mean"
+    ):
+        xp = get_array_module(z)
+        m, c = z.shape
+        log_p = _log_softmax(z, axis=1)
+        eps = label_smoothing
+        self.reduction, self.eps = reduction, eps
+        if probs is not None:  # class probabilities (an input: they get a gradient too)
+            q = probs * (1 - eps) + eps / c if eps else probs
+            self.keep = None
+            losses = -(q * log_p).sum(axis=1)
+            self.count = m
+        else:
+            self.keep = target != ignore_index
+            safe = xp.where(self.keep, target, 0)
+            picked = xp.take_along_axis(log_p, safe[:, None], axis=1)[:, 0]
+            losses = -(1 - eps) * picked
+            if eps:
+                losses = losses - eps * log_p.mean(axis=1)
+            losses = losses * self.keep
+            self.count = self.keep.sum()
+            q = None
+            self.target = safe
+        self.q, self.log_p = q, log_p
+        if reduction == "none":
+            return losses
+        total = losses.sum()
+        if reduction == "sum":
+            return total
+        return total / self.count  # NOTE: 0/0 = nan when every target is ignored, as PyTorch
+
+    def backward(self, g):
+        xp = get_array_module(g)
+        p = xp.exp(self.log_p)
+        m, c = p.shape
+        if self.q is not None:
+            grad = p - self.q
+        else:
+            grad = p
+            grad[xp.arange(m), self.target] -= 1 - self.eps
+            if self.eps:
+                grad -= self.eps / c
+            grad *= self.keep[:, None]
+        # dL/dprobs = -(1 - ε)·log p, scaled like the logits' gradient
+        g_probs = -(1 - self.eps) * self.log_p if self.q is not None else None
+        if self.reduction == "none":
+            g = g[:, None]
+        elif self.reduction == "mean":
+            g = g / self.count
+        if g_probs is None or not self.needs_input_grad[1]:
+            return grad * g, None
+        return grad * g, g_probs * g
+
+
+class LayerNorm(Function):
+    """y = x̂·w + b with x̂ = (x - μ)·r, r = 1/√(σ² + eps) over the last `n` dims.
+
+    dL/dx = r·(ĝ - mean(ĝ) - x̂·mean(ĝ∘x̂)) with ĝ = g·w;  dL/dw = Σ g∘x̂;  dL/db = Σ g.
+    """
+
+    def forward(self, x, weight=None, bias=None, n=1, eps=1e-5):
+        xp = get_array_module(x)
+        axes = tuple(range(x.ndim - n, x.ndim))
+        self.axes, self.weight = axes, weight
+        mu = x.mean(axis=axes, keepdims=True)
+        centered = x - mu
+        var = (centered * centered).mean(axis=axes, keepdims=True)
+        self.r = 1 / xp.sqrt(var + eps)
+        self.xhat = centered * self.r
+        y = self.xhat
+        if weight is not None:
+            y = y * weight
+        if bias is not None:
+            y = y + bias
+        return y
+
+    def backward(self, g):
+        axes, xhat = self.axes, self.xhat
+        batch_axes = tuple(range(g.ndim - len(axes)))
+        needs = self.needs_input_grad
+        gw = (g * xhat).sum(axis=batch_axes) if len(needs) > 1 and needs[1] else None
+        gb = g.sum(axis=batch_axes) if len(needs) > 2 and needs[2] else None
+        gx = None
+        if needs[0]:
+            gh = g * self.weight if self.weight is not None else g
+            gx = self.r * (
+                gh
+                - gh.mean(axis=axes, keepdims=True)
+                - xhat * (gh * xhat).mean(axis=axes, keepdims=True)
+            )
+        return gx, gw, gb
+
+
+class RMSNorm(Function):
+    """y = x̂·w with x̂ = x·r, r = 1/√(mean(x²) + eps) over the last `n` dims (no mean, no bias).
+
+    dL/dx = r·(ĝ - x̂·mean(ĝ∘x̂)) with ĝ = g·w;  dL/dw = Σ g∘x̂.
+    """
+
+    def forward(self, x, weight=None, n=1, eps=1e-6):
+        xp = get_array_module(x)
+        axes = tuple(range(x.ndim - n, x.ndim))
+        self.axes, self.weight = axes, weight
+        self.r = 1 / xp.sqrt((x * x).mean(axis=axes, keepdims=True) + eps)
+        self.xhat = x * self.r
+        return self.xhat * weight if weight is not None else self.xhat
+
+    def backward(self, g):
+        axes, xhat = self.axes, self.xhat
+        needs = self.needs_input_grad
+        gw = None
+        if len(needs) > 1 and needs[1]:
+            gw = (g * xhat).sum(axis=tuple(range(g.ndim - len(axes))))
+        gx = None
+        if needs[0]:
+            gh = g * self.weight if self.weight is not None else g
+            gx = self.r * (gh - xhat * (gh * xhat).mean(axis=axes, keepdims=True))
+        return gx, gw
+
+
+class Embedding(Function):
+    """z = W[ids];  dL/dW = scatter-add of g into the rows `ids` (repeated ids add up).
+
+    The `padding_idx` row gets no gradient.
+    """
+
+    def forward(self, weight, ids=None, padding_idx=None):
+        self.ids, self.shape, self.padding_idx = ids, weight.shape, padding_idx
+        return weight[ids]
+
+    def backward(self, g):
+        xp = get_array_module(g)
+        gw = xp.zeros(self.shape, dtype=g.dtype)
+        rows, flat = self.ids.reshape(-1), g.reshape(-1, self.shape[1])
+        if is_cupy_array(gw):
+            import cupyx
+
+            cupyx.scatter_add(gw, rows, flat)
+        else:
+            np.add.at(gw, rows, flat)
+        if self.padding_idx is not None:
+            gw[self.padding_idx] = 0
+        return gw
+
+
+class Dropout(Function):
+    """z = x·m/(1-p) with m ~ Bernoulli(1-p) drawn once per call;  dL/dx = g·m/(1-p)."""
+
+    def forward(self, x, keep=None):
+        self.keep = keep
+        return x * keep
+
+    def backward(self, g):
+        return g * self.keep
+
+
+# ---- functional API -----------------------------------------------------------------------
+
+
+def softmax(x, dim):
+    return Softmax.apply(x, axis=normalize_dim(dim, x.ndim, "softmax"))
+
+
+def log_softmax(x, dim):
+    return LogSoftmax.apply(x, axis=normalize_dim(dim, x.ndim, "log_softmax"))
+
+
+def _check_float(x, op):
+    if x.dtype.kind != "f":
+        raise TypeError(f"{op}: expected a floating-point input, got {x.dtype}")
+
+
+def cross_entropy(input, target, ignore_index=-100, reduction="mean", label_smoothing=0.0):  # noqa: A002
+    """Cross-entropy between logits and targets, as `torch.nn.functional.cross_entropy`.
+
+    Args:
+        input: logits, (N, C), (C,) or (N, C, d1, ...) with classes in dim 1.
+        target: class ids (N,) / (N, d1, ...) of an integer dtype, or class probabilities of
+            the same shape as `input`.
+        ignore_index: target id whose positions add no loss and no gradient.
+        reduction: 'mean' (over non-ignored positions), 'sum' or 'none'.
+        label_smoothing: ε mixes the target with the uniform distribution: (1-ε)·y + ε/C.
+    Returns:
+        The loss (a scalar unless reduction='none').
+    """
+    _check_float(input, "cross_entropy")
+    if reduction not in ("mean", "sum", "none"):
+        raise ValueError(f"cross_entropy: reduction must be mean, sum or none, got {reduction!r}")
+    if not 0.0 <= label_smoothing <= 1.0:
+        raise ValueError(f"cross_entropy: label_smoothing must be in [0, 1], got {label_smoothing}")
+    if not isinstance(target, Tensor):
+        raise TypeError(f"cross_entropy: target must be a Tensor, got {type(target).__name__}")
+    if target.device != input.device:
+        from ..tensor import devices_mismatch_error
+
+        raise devices_mismatch_error("cross_entropy", (input, target))
+    if input.ndim == 0:
+        raise ValueError("cross_entropy: input must have a class dim, got a scalar")
+    unbatched = input.ndim == 1
+    x = input.unsqueeze(0) if unbatched else input
+    t = target.unsqueeze(0) if unbatched else target
+    c = x.shape[1]
+    spatial = x.ndim > 2
+    if spatial:  # (N, C, d...) -> (N·d..., C)
+        x = x.permute(0, *range(2, x.ndim), 1)
+    x2 = x.reshape(-1, c)
+    if t.dtype.kind == "f":
+        if t.shape != input.shape:
+            raise ValueError(
+                f"cross_entropy: float targets are class probabilities and must have the input's "
+                f"shape {tuple(input.shape)}, got {tuple(target.shape)} (for class indices use "
+                "an integer tensor: target.long())"
+            )
+        probs = (t.permute(0, *range(2, t.ndim), 1) if spatial else t).reshape(-1, c)
+    elif t.dtype.kind in "iu":
+        expected = (x.shape[0],) + tuple(x.shape[1:-1]) if spatial else (x.shape[0],)
+        if t.shape != expected:
+            raise ValueError(
+                f"cross_entropy: target shape {tuple(target.shape)} does not match input shape "
+                f"{tuple(input.shape)} (expected class ids of shape {expected})"
+            )
+        t2 = t.data.reshape(-1)
+        xp = get_array_module(t2)
+        bad = (t2 != ignore_index) & ((t2 < 0) | (t2 >= c))
+        if bool(bad.any()):
+            raise IndexError(
+                f"cross_entropy: target id {int(t2[bad][0])} is out of range for {c} classes"
+            )
+        t2 = t2.astype(xp.int64, copy=False)
+    else:
+        raise TypeError(f"cross_entropy: target must hold integer class ids, got {target.dtype}")
+    options = dict(ignore_index=ignore_index, label_smoothing=label_smoothing, reduction=reduction)
+    if t.dtype.kind == "f":
+        loss = CrossEntropy.apply(x2, probs, **options)
+    else:
+        loss = CrossEntropy.apply(x2, target=t2, **options)
+    if reduction == "none":
+        loss = loss.reshape(t.shape[:1] + (tuple(x.shape[1:-1]) if spatial else ()))
+        if unbatched:
+            loss = loss.reshape(())
+    return loss
+
+
+def _normalized_shape(shape):
+    return (shape,) if isinstance(shape, int) else tuple(shape)
+
+
+def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):  # noqa: A002
+    """LayerNorm over the trailing dims `normalized_shape`, as `torch.nn.functional.layer_norm`."""
+    _check_float(input, "layer_norm")
+    shape = _normalized_shape(normalized_shape)
+    if tuple(input.shape[input.ndim - len(shape) :]) != shape:
+        raise ValueError(
+            f"layer_norm: input shape {tuple(input.shape)} does not end with normalized_shape "
+            f"{shape}"
+        )
+    for name, p in (("weight", weight), ("bias", bias)):
+        if p is not None and tuple(p.shape) != shape:
+            raise ValueError(f"layer_norm: {name} shape {tuple(p.shape)} != {shape}")
+    args = [input]
+    if weight is not None:
+        args.append(weight)
+    elif bias is not None:
+        raise ValueError("layer_norm: a bias without a weight is not supported")
+    if bias is not None:
+        args.append(bias)
+    return LayerNorm.apply(*args, n=len(shape), eps=eps)
+
+
+def rms_norm(input, normalized_shape, weight=None, eps=1e-6):  # noqa: A002
+    """RMSNorm over the trailing dims: x / √(mean(x²) + eps) · weight (no centring, no bias)."""
+    _check_float(input, "rms_norm")
+    shape = _normalized_shape(normalized_shape)
+    if tuple(input.shape[input.ndim - len(shape) :]) != shape:
+        raise ValueError(
+            f"rms_norm: input shape {tuple(input.shape)} does not end with normalized_shape {shape}"
+        )
+    if weight is not None and tuple(weight.shape) != shape:
+        raise ValueError(f"rms_norm: weight shape {tuple(weight.shape)} != {shape}")
+    args = [input] if weight is None else [input, weight]
+    return RMSNorm.apply(*args, n=len(shape), eps=eps)
+
+
+def embedding(input, weight, padding_idx=None):  # noqa: A002
+    """Rows of `weight` (num_embeddings, dim) picked by integer ids `input` (any shape)."""
+    if not isinstance(input, Tensor) or input.dtype.kind not in "iu":
+        got = input.dtype if isinstance(input, Tensor) else type(input).__name__
+        raise TypeError(f"embedding: ids must be an integer tensor, got {got}")
+    if input.device != weight.device:
+        from ..tensor import devices_mismatch_error
+
+        raise devices_mismatch_error("embedding", (input, weight))
+    n = weight.shape[0]
+    if input.data.size and (int(input.data.min()) < 0 or int(input.data.max()) >= n):
+        bad = int(input.data.max()) if int(input.data.max()) >= n else int(input.data.min())
+        raise IndexError(f"embedding: id {bad} is out of range for {n} embeddings")
+    return Embedding.apply(weight, ids=input.data, padding_idx=padding_idx)
+
+
+def dropout(input, p=0.5, training=True, generator=None):  # noqa: A002
+    """Inverted dropout: zeroes each element with probability p and scales the rest by 1/(1-p)."""
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"dropout: p must be in [0, 1], got {p}")
+    if not training or p == 0.0:
+        return input
+    from ..random import uniform_array
+
+    u = uniform_array(input.shape, input.dtype, input.device, 0.0, 1.0, generator)
+    keep = (u >= p).astype(input.dtype) * (1.0 / (1.0 - p)) if p < 1.0 else u * 0
+    return Dropout.apply(input, keep=keep.astype(input.dtype))
+
+
+def one_hot(tensor, num_classes=-1):
+    """int64 one-hot encoding with a new last dim of size num_classes (inferred if -1)."""
+    if tensor.dtype.kind not in "iu":
+        raise TypeError(f"one_hot: expected an integer tensor, got {tensor.dtype}")
+    xp = get_array_module(tensor.data)
+    if num_classes < 0:
+        num_classes = int(tensor.data.max()) + 1 if tensor.data.size else 0
+    if tensor.data.size and (tensor.data.min() < 0 or tensor.data.max() >= num_classes):
+        raise IndexError(f"one_hot: class values must be in [0, {num_classes})")
+    out = (tensor.data[..., None] == xp.arange(num_classes)).astype(dtypes.int64)
+    return Tensor._wrap(out, False, None)

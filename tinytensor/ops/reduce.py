@@ -1,0 +1,209 @@
+"""Reductions: sum, mean, var, max/min, logsumexp, and the index-valued argmax/argmin."""
+
+from __future__ import annotations
+
+import builtins
+from collections import namedtuple
+
+from ..backend import get_array_module
+from ..function import Function
+from ..tensor import Tensor
+from ._util import normalize_dim, normalize_dims
+
+MaxMin = namedtuple("MaxMin", ["values", "indices"])  # what max(dim)/min(dim) return, as PyTorch
+
+
+def _restore_dims(g, axes, keepdim):
+    """Puts back the reduced axes (size 1) so that `g` broadcasts against the input."""
+    return g if keepdim else get_array_module(g).expand_dims(g, axes)
+
+
+class Sum(Function):
+    """z = Σ x over `axes`;  dL/dx = g broadcast back over those axes."""
+
+    def forward(self, x, axes=(), keepdim=False):
+        self.shape, self.axes, self.keepdim = x.shape, axes, keepdim
+        return x.sum(axis=axes, keepdims=keepdim)
+
+    def backward(self, g):
+        g = _restore_dims(g, self.axes, self.keepdim)
+        return get_array_module(g).broadcast_to(g, self.shape)
+
+
+class Mean(Function):
+    """z = mean of x over `axes` (n elements each);  dL/dx = g / n broadcast back."""
+
+    def forward(self, x, axes=(), keepdim=False):
+        self.shape, self.axes, self.keepdim = x.shape, axes, keepdim
+        self.count = 1
+        for a in axes:
+            self.count *= x.shape[a]
+        return x.mean(axis=axes, keepdims=keepdim)
+
+    def backward(self, g):
+        g = _restore_dims(g, self.axes, self.keepdim) * (1.0 / self.count)
+        return get_array_module(g).broadcast_to(g, self.shape)
+
+
+class Var(Function):
+    """z = Σ(x - x̄)² / (n - correction);  dL/dx = g·2(x - x̄) / (n - correction)."""
+
+    def forward(self, x, axes=(), keepdim=False, correction=1):
+        self.axes, self.keepdim = axes, keepdim
+        n = 1
+        for a in axes:
+            n *= x.shape[a]
+        self.denominator = builtins.max(n - correction, 0)
+        self.centered = x - x.mean(axis=axes, keepdims=True)
+        squares = (self.centered * self.centered).sum(axis=axes, keepdims=keepdim)
+        return squares / self.denominator if self.denominator else squares * float("nan")
+
+    def backward(self, g):
+        g = _restore_dims(g, self.axes, self.keepdim)
+        return g * self.centered * (2.0 / self.denominator)
+
+
+class _Extreme(Function):
+    """Shared by Max and Min: z = extreme of x over `axes`; the gradient goes to the elements
+    that attain it.  NOTE: ties split the gradient evenly between them."""
+
+    reducer = None  # "max" or "min"
+
+    def forward(self, x, axes=(), keepdim=False):
+        xp = get_array_module(x)
+        self.axes, self.keepdim = axes, keepdim
+        z = getattr(xp, self.reducer)(x, axis=axes, keepdims=True)
+        hits = x == z
+        self.share = hits / hits.sum(axis=axes, keepdims=True).astype(x.dtype)
+        return z if keepdim else xp.squeeze(z, axis=axes)
+
+    def backward(self, g):
+        return _restore_dims(g, self.axes, self.keepdim) * self.share
+
+
+class Max(_Extreme):
+    """z = max of x over `axes`;  dL/dx = g on the maxima (ties share it evenly)."""
+
+    reducer = "max"
+
+
+class Min(_Extreme):
+    """z = min of x over `axes`;  dL/dx = g on the minima (ties share it evenly)."""
+
+    reducer = "min"
+
+
+class LogSumExp(Function):
+    """z = log Σ exp(x) over `axes`;  dL/dx = g·softmax(x).
+
+    NOTE: computed as m + log Σ exp(x - m) with m the max, so large inputs do not overflow.
+    """
+
+    def forward(self, x, axes=(), keepdim=False):
+        xp = get_array_module(x)
+        self.axes, self.keepdim, self.x = axes, keepdim, x
+        m = x.max(axis=axes, keepdims=True)
+        m = xp.where(xp.isfinite(m), m, 0)  # all -inf rows: avoid inf - inf
+        z = xp.log(xp.exp(x - m).sum(axis=axes, keepdims=True)) + m
+        self.z = z
+        return z if keepdim else xp.squeeze(z, axis=axes)
+
+    def backward(self, g):
+        xp = get_array_module(g)
+        return _restore_dims(g, self.axes, self.keepdim) * xp.exp(self.x - self.z)
+
+
+class ArgExtreme(Function):
+    """Index of the max or min along one dim (or of the flattened tensor). No gradient."""
+
+    differentiable = False
+
+    def forward(self, x, axis=None, keepdim=False, reducer="argmax"):
+        out = getattr(get_array_module(x), reducer)(x, axis=axis, keepdims=keepdim)
+        return out.astype("int64")
+
+
+class AnyAll(Function):
+    """Whether any/all elements are true. No gradient."""
+
+    differentiable = False
+
+    def forward(self, x, axes=None, keepdim=False, reducer="any"):
+        return getattr(get_array_module(x), reducer)(x, axis=axes, keepdims=keepdim)
+
+
+# ---- functional API -----------------------------------------------------------------------
+
+
+def sum(x, dim=None, keepdim=False):  # noqa: A001 - PyTorch's name
+    return Sum.apply(x, axes=normalize_dims(dim, x.ndim, "sum"), keepdim=keepdim)
+
+
+def mean(x, dim=None, keepdim=False):
+    if x.dtype.kind != "f":
+        raise TypeError(f"mean: expected a floating-point tensor, got {x.dtype}; use .float()")
+    return Mean.apply(x, axes=normalize_dims(dim, x.ndim, "mean"), keepdim=keepdim)
+
+
+def _correction(unbiased, correction):
+    if correction is not None:
+        return correction
+    return 1 if unbiased is None or unbiased else 0
+
+
+def var(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    """Variance; `correction=1` (or `unbiased=True`, the default) divides by n - 1."""
+    axes = normalize_dims(dim, x.ndim, "var")
+    return Var.apply(x, axes=axes, keepdim=keepdim, correction=_correction(unbiased, correction))
+
+
+def std(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    return var(x, dim, unbiased, keepdim, correction=correction).sqrt()
+
+
+def _extreme(op, x, dim, keepdim, arg):
+    if dim is None:
+        return op.apply(x, axes=tuple(range(x.ndim)), keepdim=False)
+    axis = normalize_dim(dim, x.ndim, op.reducer)
+    values = op.apply(x, axes=(axis,), keepdim=keepdim)
+    return MaxMin(values, ArgExtreme.apply(x, axis=axis, keepdim=keepdim, reducer=arg))
+
+
+def max(x, dim=None, keepdim=False):  # noqa: A001 - PyTorch's name
+    """The maximum; with `dim`, a (values, indices) pair as in PyTorch."""
+    return _extreme(Max, x, dim, keepdim, "argmax")
+
+
+def min(x, dim=None, keepdim=False):  # noqa: A001 - PyTorch's name
+    """The minimum; with `dim`, a (values, indices) pair as in PyTorch."""
+    return _extreme(Min, x, dim, keepdim, "argmin")
+
+
+def amax(x, dim=None, keepdim=False):
+    return Max.apply(x, axes=normalize_dims(dim, x.ndim, "amax"), keepdim=keepdim)
+
+
+def amin(x, dim=None, keepdim=False):
+    return Min.apply(x, axes=normalize_dims(dim, x.ndim, "amin"), keepdim=keepdim)
+
+
+def logsumexp(x, dim, keepdim=False):
+    return LogSumExp.apply(x, axes=normalize_dims(dim, x.ndim, "logsumexp"), keepdim=keepdim)
+
+
+def argmax(x, dim=None, keepdim=False) -> Tensor:
+    axis = None if dim is None else normalize_dim(dim, x.ndim, "argmax")
+    return ArgExtreme.apply(x, axis=axis, keepdim=keepdim and axis is not None, reducer="argmax")
+
+
+def argmin(x, dim=None, keepdim=False) -> Tensor:
+    axis = None if dim is None else normalize_dim(dim, x.ndim, "argmin")
+    return ArgExtreme.apply(x, axis=axis, keepdim=keepdim and axis is not None, reducer="argmin")
+
+
+def any(x, dim=None, keepdim=False):  # noqa: A001 - PyTorch's name
+    return AnyAll.apply(x, axes=normalize_dims(dim, x.ndim, "any"), keepdim=keepdim, reducer="any")
+
+
+def all(x, dim=None, keepdim=False):  # noqa: A001 - PyTorch's name
+    return AnyAll.apply(x, axes=normalize_dims(dim, x.ndim, "all"), keepdim=keepdim, reducer="all")

@@ -1,0 +1,592 @@
+"""`Tensor`: one backend array plus what autograd needs to send gradients back to it.
+
+    x = tt.tensor([[1.0, 2.0]], requires_grad=True)
+    y = (x * x).sum()
+    y.backward()          # x.grad == 2 * x
+
+A tensor holds `.data` (a numpy or cupy array), `.requires_grad`, `.grad` (a Tensor, accumulated
+across backward calls until zeroed) and `_ctx`, the `Function` node that made it (None for leaves).
+The operators and methods below are thin: the ops themselves live in `tinytensor/ops/`.
+"""
+
+from __future__ import annotations
+
+import builtins
+
+import numpy as np
+
+from . import dtypes
+from .backend import Device, array_module_for, device_of, get_array_module, move_array
+
+
+def _as_array(data, dtype=None, device=None):
+    """Turns user data (nested lists, scalars, arrays) into a backend array of a supported dtype."""
+    if isinstance(data, Tensor):
+        data = data.data
+    xp = array_module_for(device) if device is not None else get_array_module(data)
+    dtype = dtypes.to_dtype(dtype)
+    from_array = hasattr(data, "dtype") and hasattr(data, "shape")
+    try:
+        arr = xp.asarray(data) if dtype is None else xp.asarray(data, dtype=dtype)
+    except (ValueError, TypeError) as e:
+        if "inhomogeneous" in str(e) or "sequence" in str(e):
+            raise ValueError(
+                f"tensor: the nested lists have ragged lengths, so they do not form a "
+                f"rectangular array ({e})"
+            ) from None
+        raise TypeError(f"tensor: cannot make a tensor from {type(data).__name__}: {e}") from None
+    if arr.dtype == object:
+        raise ValueError("tensor: the nested lists are ragged or hold non-numbers")
+    if dtype is None:
+        if arr.dtype.kind == "f" and not from_array:
+            arr = arr.astype(dtypes.get_default_dtype())  # Python floats: the default dtype
+        elif arr.dtype.kind in "iu" and not from_array:
+            arr = arr.astype(np.int64)
+        elif arr.dtype not in dtypes._SUPPORTED:
+            arr = arr.astype(dtypes.to_dtype(arr.dtype.kind == "f" and "float64" or "int64"))
+    return arr
+
+
+def devices_mismatch_error(op_name, tensors) -> RuntimeError:
+    found = sorted({str(t.device) for t in tensors})
+    return RuntimeError(
+        f"{op_name}: expected all tensors on one device, found tensors on {' and '.join(found)}; "
+        "move them with .to(device) first"
+    )
+
+
+class Tensor:
+    """A multi-dimensional array that records the operations applied to it.
+
+    Args:
+        data: nested lists, a scalar, a numpy/cupy array or another Tensor.
+        requires_grad: whether backward should compute `.grad` for this tensor.
+        dtype: defaults to float32 for floats and int64 for integers.
+        device: 'cpu' or 'cuda'.
+    """
+
+    __slots__ = ("data", "requires_grad", "grad", "_ctx", "_retains_grad", "__weakref__")
+    __array_priority__ = 1000  # numpy scalars defer to our operators: np.float32(2) * x is a Tensor
+
+    def __init__(self, data, requires_grad=False, dtype=None, device=None):
+        self.data = _as_array(data, dtype, device)
+        self.grad = None
+        self._ctx = None
+        self._retains_grad = False
+        self.requires_grad = False
+        if requires_grad:
+            self.requires_grad_(True)
+
+    @classmethod
+    def _wrap(cls, array, requires_grad, ctx):
+        """Fast constructor for op outputs: no validation, the array is already right."""
+        t = cls.__new__(cls)
+        # NumPy returns scalars (np.float32) from full reductions; a Tensor always holds an array
+        t.data = np.asarray(array) if isinstance(array, np.generic) else array
+        t.requires_grad = requires_grad
+        t.grad = None
+        t._ctx = ctx
+        t._retains_grad = False
+        return t
+
+    # ---- properties -------------------------------------------------------------------------
+
+    @property
+    def shape(self) -> tuple:
+        return self.data.shape
+
+    @property
+    def ndim(self) -> int:
+        return self.data.ndim
+
+    @property
+    def dtype(self):
+        return self.data.dtype
+
+    @property
+    def device(self) -> Device:
+        return device_of(self.data)
+
+    @property
+    def is_leaf(self) -> bool:
+        return self._ctx is None
+
+    @property
+    def grad_fn(self):
+        """The Function node that produced this tensor (None for leaves)."""
+        return self._ctx
+
+    @property
+    def T(self) -> Tensor:
+        """All dimensions reversed (the matrix transpose for 2-D tensors)."""
+        return self.permute(*reversed(range(self.ndim)))
+
+    @property
+    def mT(self) -> Tensor:
+        """The last two dimensions swapped (batched matrix transpose)."""
+        return self.transpose(-2, -1)
+
+    def size(self, dim=None):
+        return self.shape if dim is None else self.shape[dim]
+
+    def dim(self) -> int:
+        return self.ndim
+
+    def numel(self) -> int:
+        return int(self.data.size)
+
+    def __len__(self):
+        if self.ndim == 0:
+            raise TypeError("len() of a 0-d tensor")
+        return self.shape[0]
+
+    def __iter__(self):
+        return (self[i] for i in range(len(self)))
+
+    # ---- autograd ---------------------------------------------------------------------------
+
+    def backward(self, gradient=None, retain_graph=False) -> None:
+        """Computes the gradient of this tensor with respect to every leaf that requires grad.
+
+        Args:
+            gradient: dL/dself; may be omitted only for a single-element tensor (then 1).
+            retain_graph: keep the graph so backward can run through it again; by default the
+                graph is freed as it is walked, so that intermediate arrays are released.
+        """
+        from .autograd import backward
+
+        backward(self, gradient, retain_graph)
+
+    def requires_grad_(self, requires_grad=True) -> Tensor:
+        if requires_grad and not dtypes.is_floating(self.dtype):
+            raise TypeError(
+                f"only floating-point tensors can require gradients, this one is {self.dtype}"
+            )
+        self.requires_grad = bool(requires_grad)
+        return self
+
+    def retain_grad(self) -> None:
+        """Also store `.grad` on this non-leaf tensor during backward (e.g. to draw it)."""
+        self._retains_grad = True
+
+    def detach(self) -> Tensor:
+        """The same data, cut from the graph."""
+        return Tensor._wrap(self.data, False, None)
+
+    def detach_(self) -> Tensor:
+        self._ctx, self.requires_grad = None, False
+        return self
+
+    def zero_(self) -> Tensor:
+        self._check_inplace("zero_")
+        self.data[...] = 0
+        return self
+
+    # ---- conversion -------------------------------------------------------------------------
+
+    def item(self):
+        if self.data.size != 1:
+            raise ValueError(
+                f"item(): only a one-element tensor converts to a Python number, shape is "
+                f"{self.shape}"
+            )
+        return self.data.reshape(()).item()
+
+    def numpy(self) -> np.ndarray:
+        """The data as a numpy array (copied to the host from a GPU)."""
+        return move_array(self.data, "cpu")
+
+    def tolist(self):
+        return self.numpy().tolist()
+
+    def to(self, *args, dtype=None, device=None) -> Tensor:
+        """`x.to("cuda")`, `x.to(tt.float64)`, `x.to(device, dtype)` as in PyTorch."""
+        for a in args:
+            if isinstance(a, (str, Device)):
+                device = a
+            else:
+                dtype = a
+        out = self
+        if dtype is not None and dtypes.to_dtype(dtype) != self.dtype:
+            out = _ops.cast(out, dtypes.to_dtype(dtype))
+        if device is not None and Device(device) != self.device:
+            out = _ops.to_device(out, Device(device))
+        return out
+
+    def cpu(self) -> Tensor:
+        return self.to("cpu")
+
+    def cuda(self) -> Tensor:
+        return self.to("cuda")
+
+    def float(self) -> Tensor:
+        return self.to(dtypes.float32)
+
+    def double(self) -> Tensor:
+        return self.to(dtypes.float64)
+
+    def half(self) -> Tensor:
+        return self.to(dtypes.float16)
+
+    def long(self) -> Tensor:
+        return self.to(dtypes.int64)
+
+    def int(self) -> Tensor:
+        return self.to(dtypes.int32)
+
+    def bool(self) -> Tensor:
+        return self.to(dtypes.bool)
+
+    def type_as(self, other: Tensor) -> Tensor:
+        return self.to(other.dtype)
+
+    def contiguous(self) -> Tensor:
+        return self
+
+    def clone(self) -> Tensor:
+        return _ops.clone(self)
+
+    def __repr__(self):
+        body = np.array2string(self.numpy(), separator=", ", precision=4, threshold=100)
+        body = body.replace("\n", "\n" + " " * 7)
+        extras = []
+        if self.dtype != dtypes.get_default_dtype() and self.dtype != dtypes.int64:
+            extras.append(f"dtype={self.dtype}")
+        if self.device.type != "cpu":
+            extras.append(f"device='{self.device}'")
+        if self._ctx is not None:
+            extras.append(f"grad_fn=<{type(self._ctx).__name__}>")
+        elif self.requires_grad:
+            extras.append("requires_grad=True")
+        return f"tensor({body}{''.join(', ' + e for e in extras)})"
+
+    def __bool__(self):
+        if self.data.size != 1:
+            raise RuntimeError(
+                f"the truth value of a tensor of shape {self.shape} is ambiguous; "
+                "use .any() or .all()"
+            )
+        return builtins.bool(self.data)
+
+    def __float__(self):
+        return builtins.float(self.item())
+
+    def __int__(self):
+        return builtins.int(self.item())
+
+    def __index__(self):
+        if self.dtype.kind not in "iu" or self.data.size != 1:
+            raise TypeError("only integer tensors of a single element can be used as an index")
+        return builtins.int(self.item())
+
+    __hash__ = object.__hash__  # identity: tensors go in sets and dicts (e.g. optimizer state)
+
+    # ---- in-place (no graph; for initializers and optimizers) -------------------------------
+
+    def _check_inplace(self, op):
+        from .function import is_grad_enabled
+
+        if self.requires_grad and is_grad_enabled() and self._ctx is None:
+            raise RuntimeError(
+                f"{op}: a leaf tensor that requires grad cannot be modified in place while "
+                "gradients are recorded; wrap the update in `with tt.no_grad():`"
+            )
+
+    def _inplace(self, op, value):
+        self._check_inplace(op)
+        value = value.data if isinstance(value, Tensor) else value
+        return value
+
+    def copy_(self, src) -> Tensor:
+        src = self._inplace("copy_", src)
+        self.data[...] = move_array(get_array_module(src).asarray(src), self.device)
+        return self
+
+    def fill_(self, value) -> Tensor:
+        self.data[...] = self._inplace("fill_", value)
+        return self
+
+    def add_(self, other, alpha=1) -> Tensor:
+        other = self._inplace("add_", other)
+        self.data += other * alpha if alpha != 1 else other
+        return self
+
+    def sub_(self, other, alpha=1) -> Tensor:
+        return self.add_(other, alpha=-alpha)
+
+    def mul_(self, other) -> Tensor:
+        self.data *= self._inplace("mul_", other)
+        return self
+
+    def div_(self, other) -> Tensor:
+        self.data /= self._inplace("div_", other)
+        return self
+
+    def clamp_(self, min=None, max=None) -> Tensor:  # noqa: A002 - PyTorch's argument names
+        self._check_inplace("clamp_")
+        get_array_module(self.data).clip(self.data, min, max, out=self.data)
+        return self
+
+    def normal_(self, mean=0.0, std=1.0, generator=None) -> Tensor:
+        from .random import normal_array
+
+        self._check_inplace("normal_")
+        self.data[...] = normal_array(self.shape, self.dtype, self.device, mean, std, generator)
+        return self
+
+    def uniform_(self, a=0.0, b=1.0, generator=None) -> Tensor:
+        from .random import uniform_array
+
+        self._check_inplace("uniform_")
+        self.data[...] = uniform_array(self.shape, self.dtype, self.device, a, b, generator)
+        return self
+
+    def __setitem__(self, index, value):
+        self._check_inplace("__setitem__")
+        if self._ctx is not None or self.requires_grad:
+            raise RuntimeError(
+                "__setitem__: assigning into a tensor that is part of a graph would corrupt "
+                "its gradients; build a new tensor with tt.where or masked_fill instead"
+            )
+        index = _ops.normalize_index(index, "__setitem__")
+        self.data[index] = value.data if isinstance(value, Tensor) else value
+
+    # ---- operators --------------------------------------------------------------------------
+
+    def __add__(self, other):
+        return _ops.add(self, other)
+
+    def __radd__(self, other):
+        return _ops.add(other, self)
+
+    def __sub__(self, other):
+        return _ops.sub(self, other)
+
+    def __rsub__(self, other):
+        return _ops.sub(other, self)
+
+    def __mul__(self, other):
+        return _ops.mul(self, other)
+
+    def __rmul__(self, other):
+        return _ops.mul(other, self)
+
+    def __truediv__(self, other):
+        return _ops.div(self, other)
+
+    def __rtruediv__(self, other):
+        return _ops.div(other, self)
+
+    def __pow__(self, exponent):
+        return _ops.pow(self, exponent)
+
+    def __rpow__(self, base):
+        return _ops.pow(base, self)
+
+    def __matmul__(self, other):
+        return _ops.matmul(self, other)
+
+    def __rmatmul__(self, other):
+        return _ops.matmul(other, self)
+
+    def __neg__(self):
+        return _ops.neg(self)
+
+    def __abs__(self):
+        return _ops.abs(self)
+
+    def __getitem__(self, index):
+        return _ops.getitem(self, index)
+
+    def __eq__(self, other):
+        return _ops.compare(self, other, "equal")
+
+    def __ne__(self, other):
+        return _ops.compare(self, other, "not_equal")
+
+    def __lt__(self, other):
+        return _ops.compare(self, other, "less")
+
+    def __le__(self, other):
+        return _ops.compare(self, other, "less_equal")
+
+    def __gt__(self, other):
+        return _ops.compare(self, other, "greater")
+
+    def __ge__(self, other):
+        return _ops.compare(self, other, "greater_equal")
+
+    def __invert__(self):
+        return _ops.logical_not(self)
+
+    def __and__(self, other):
+        return _ops.logical_and(self, other)
+
+    def __or__(self, other):
+        return _ops.logical_or(self, other)
+
+    def __xor__(self, other):
+        return _ops.logical_xor(self, other)
+
+    # ---- methods (PyTorch names; see tinytensor/ops for the math) ---------------------------
+
+    def add(self, other):
+        return _ops.add(self, other)
+
+    def sub(self, other):
+        return _ops.sub(self, other)
+
+    def mul(self, other):
+        return _ops.mul(self, other)
+
+    def div(self, other):
+        return _ops.div(self, other)
+
+    def pow(self, exponent):
+        return _ops.pow(self, exponent)
+
+    def matmul(self, other):
+        return _ops.matmul(self, other)
+
+    def neg(self):
+        return _ops.neg(self)
+
+    def exp(self):
+        return _ops.exp(self)
+
+    def log(self):
+        return _ops.log(self)
+
+    def sqrt(self):
+        return _ops.sqrt(self)
+
+    def rsqrt(self):
+        return _ops.rsqrt(self)
+
+    def abs(self):
+        return _ops.abs(self)
+
+    def sin(self):
+        return _ops.sin(self)
+
+    def cos(self):
+        return _ops.cos(self)
+
+    def tanh(self):
+        return _ops.tanh(self)
+
+    def sigmoid(self):
+        return _ops.sigmoid(self)
+
+    def relu(self):
+        return _ops.relu(self)
+
+    def clamp(self, min=None, max=None):  # noqa: A002 - PyTorch's argument names
+        return _ops.clamp(self, min, max)
+
+    clip = clamp
+
+    def maximum(self, other):
+        return _ops.maximum(self, other)
+
+    def minimum(self, other):
+        return _ops.minimum(self, other)
+
+    def masked_fill(self, mask, value):
+        return _ops.masked_fill(self, mask, value)
+
+    def sum(self, dim=None, keepdim=False):
+        return _ops.sum(self, dim, keepdim)
+
+    def mean(self, dim=None, keepdim=False):
+        return _ops.mean(self, dim, keepdim)
+
+    def var(self, dim=None, unbiased=None, keepdim=False, *, correction=None):
+        return _ops.var(self, dim, unbiased, keepdim, correction=correction)
+
+    def std(self, dim=None, unbiased=None, keepdim=False, *, correction=None):
+        return _ops.std(self, dim, unbiased, keepdim, correction=correction)
+
+    def max(self, dim=None, keepdim=False):
+        return _ops.max(self, dim, keepdim)
+
+    def min(self, dim=None, keepdim=False):
+        return _ops.min(self, dim, keepdim)
+
+    def amax(self, dim=None, keepdim=False):
+        return _ops.amax(self, dim, keepdim)
+
+    def amin(self, dim=None, keepdim=False):
+        return _ops.amin(self, dim, keepdim)
+
+    def logsumexp(self, dim, keepdim=False):
+        return _ops.logsumexp(self, dim, keepdim)
+
+    def argmax(self, dim=None, keepdim=False):
+        return _ops.argmax(self, dim, keepdim)
+
+    def argmin(self, dim=None, keepdim=False):
+        return _ops.argmin(self, dim, keepdim)
+
+    def any(self, dim=None, keepdim=False):
+        return _ops.any(self, dim, keepdim)
+
+    def all(self, dim=None, keepdim=False):
+        return _ops.all(self, dim, keepdim)
+
+    def softmax(self, dim):
+        return _ops.softmax(self, dim)
+
+    def log_softmax(self, dim):
+        return _ops.log_softmax(self, dim)
+
+    def reshape(self, *shape):
+        return _ops.reshape(self, *shape)
+
+    def view(self, *shape):
+        return _ops.reshape(self, *shape)
+
+    def view_as(self, other):
+        return _ops.reshape(self, other.shape)
+
+    def transpose(self, dim0, dim1):
+        return _ops.transpose(self, dim0, dim1)
+
+    def permute(self, *dims):
+        return _ops.permute(self, *dims)
+
+    def expand(self, *sizes):
+        return _ops.expand(self, *sizes)
+
+    def expand_as(self, other):
+        return _ops.expand(self, other.shape)
+
+    def squeeze(self, dim=None):
+        return _ops.squeeze(self, dim)
+
+    def unsqueeze(self, dim):
+        return _ops.unsqueeze(self, dim)
+
+    def flatten(self, start_dim=0, end_dim=-1):
+        return _ops.flatten(self, start_dim, end_dim)
+
+    def split(self, split_size_or_sections, dim=0):
+        return _ops.split(self, split_size_or_sections, dim)
+
+    def chunk(self, chunks, dim=0):
+        return _ops.chunk(self, chunks, dim)
+
+    def tril(self, diagonal=0):
+        return _ops.tril(self, diagonal)
+
+    def triu(self, diagonal=0):
+        return _ops.triu(self, diagonal)
+
+    def repeat_interleave(self, repeats, dim):
+        return _ops.repeat_interleave(self, repeats, dim)
+
+    def gather(self, dim, index):
+        return _ops.gather(self, dim, index)
+
+
+from . import ops as _ops  # noqa: E402 - the ops import Tensor, so they come after it
