@@ -1,0 +1,234 @@
+"""Per-op overhead of tinytensor vs PyTorch eager on the CPU: forward + backward on small tensors.
+
+    python benchmarks/bench_ops.py              # the full table (about a minute)
+    python benchmarks/bench_ops.py --quick      # fewer repeats, for a smoke run
+    python benchmarks/bench_ops.py --only add,matmul
+
+At these sizes the arithmetic costs next to nothing, so the time per op is the framework's own
+overhead: building the graph node, wrapping outputs, walking the graph backwards and accumulating
+leaf gradients. Each case runs forward, then backward with an explicit output gradient (so no
+extra `sum` node is timed), then clears the leaves' `.grad`, identically in both libraries.
+
+Fairness:
+- PyTorch runs with `torch.set_num_threads(1)`: NumPy's elementwise kernels are single-threaded
+  and OpenBLAS does not thread 16x16 products, so one thread each compares like with like (and
+  this machine has 2 cores, where intra-op threads mostly add noise at these sizes).
+- Both libraries compute in float32 on the same shapes; the timer takes the best of several
+  repeats of many iterations (the usual `timeit` practice: the minimum is the least disturbed).
+- OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE, where the machine sets them, slow NumPy's BLAS; they are
+  reported in the header rather than changed, since tinytensor users run with them too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import platform
+import time
+
+import numpy as np
+import tinytensor.nn.functional as ttF
+import torch
+
+import tinytensor as tt
+
+N = 16  # side of the small square tensors
+BATCH, IN, HIDDEN, CLASSES = 32, 16, 64, 4  # the MLP training step
+
+
+def _best_time_us(fn, number, repeat):
+    """Best-of-`repeat` mean time of `fn()` in microseconds, over `number` calls each."""
+    for _ in range(max(3, number // 10)):  # warm-up: caches, lazy imports, allocator pools
+        fn()
+    best = math.inf
+    for _ in range(repeat):
+        start = time.perf_counter()
+        for _ in range(number):
+            fn()
+        best = min(best, (time.perf_counter() - start) / number)
+    return best * 1e6
+
+
+# ---- the op cases: (name, builder) where builder(lib) -> a zero-argument step function -------
+
+
+def _leaves(lib, *shapes):
+    """float32 leaves with requires_grad, from the same seeded NumPy data for both libraries."""
+    rng = np.random.default_rng(0)
+    arrays = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+    if lib is torch:
+        return [torch.tensor(a, requires_grad=True) for a in arrays]
+    return [tt.tensor(a, requires_grad=True) for a in arrays]
+
+
+def _step(lib, forward, leaves):
+    """(forward only, forward + backward with an explicit output gradient + clearing grads)."""
+    out = forward(*leaves)
+    seed = lib.ones_like(out)
+
+    def forward_only():
+        forward(*leaves)
+
+    def step():
+        y = forward(*leaves)
+        y.backward(seed)
+        for t in leaves:
+            t.grad = None
+
+    return forward_only, step
+
+
+def _unary(name, torch_fn, tt_fn, shape=(N, N)):
+    def build(lib):
+        fn = torch_fn if lib is torch else tt_fn
+        return _step(lib, fn, _leaves(lib, shape))
+
+    return name, build
+
+
+def _binary(name, fn, shapes=((N, N), (N, N))):
+    def build(lib):
+        return _step(lib, fn, _leaves(lib, *shapes))
+
+    return name, build
+
+
+def _linear_case():
+    def build(lib):
+        F = torch.nn.functional if lib is torch else ttF
+        return _step(lib, F.linear, _leaves(lib, (N, N), (N, N), (N,)))
+
+    return "linear", build
+
+
+def _layer_norm_case():
+    def build(lib):
+        F = torch.nn.functional if lib is torch else ttF
+        forward = lambda x, w, b: F.layer_norm(x, (N,), w, b)  # noqa: E731
+        return _step(lib, forward, _leaves(lib, (N, N), (N,), (N,)))
+
+    return "layer_norm", build
+
+
+def _cross_entropy_case():
+    def build(lib):
+        F = torch.nn.functional if lib is torch else ttF
+        ids = np.arange(N) % N
+        target = torch.tensor(ids) if lib is torch else tt.tensor(ids)
+        forward = lambda z: F.cross_entropy(z, target)  # noqa: E731
+        return _step(lib, forward, _leaves(lib, (N, N)))
+
+    return "cross_entropy", build
+
+
+def _cat_case():
+    def build(lib):
+        return _step(lib, lambda a, b: lib.cat([a, b], dim=0), _leaves(lib, (N, N), (N, N)))
+
+    return "cat", build
+
+
+CASES = [
+    _binary("add", lambda a, b: a + b),
+    _binary("add (scalar)", lambda a: a + 1.0, shapes=((N, N),)),
+    _binary("add (broadcast)", lambda a, b: a + b, shapes=((N, N), (N,))),
+    _binary("mul", lambda a, b: a * b),
+    _binary("matmul", lambda a, b: a @ b),
+    _unary("relu", torch.relu, tt.relu),
+    _unary("gelu", torch.nn.functional.gelu, tt.gelu),
+    _unary("softmax", lambda x: torch.softmax(x, -1), lambda x: tt.softmax(x, -1)),
+    _unary("log_softmax", lambda x: torch.log_softmax(x, -1), lambda x: tt.log_softmax(x, -1)),
+    _unary("sum", lambda x: x.sum(), lambda x: x.sum()),
+    _unary("mean (dim)", lambda x: x.mean(1), lambda x: x.mean(1)),
+    _layer_norm_case(),
+    _linear_case(),
+    _cross_entropy_case(),
+    _unary("reshape", lambda x: x.reshape(-1), lambda x: x.reshape(-1)),
+    _unary("transpose", lambda x: x.transpose(0, 1), lambda x: x.transpose(0, 1)),
+    _unary("getitem", lambda x: x[1:5, ::2], lambda x: x[1:5, ::2]),
+    _cat_case(),
+]
+
+
+# ---- one training step of a small MLP ---------------------------------------------------------
+
+
+def _mlp_step(lib):
+    """A 2-layer MLP (IN -> HIDDEN -> CLASSES), batch BATCH: forward, cross-entropy, backward,
+    and a plain SGD update under no_grad (`p.data -= lr * grad`, in place; grads cleared)."""
+    rng = np.random.default_rng(0)
+    x_np = rng.standard_normal((BATCH, IN)).astype(np.float32)
+    y_np = rng.integers(0, CLASSES, BATCH)
+    shapes = [(HIDDEN, IN), (HIDDEN,), (CLASSES, HIDDEN), (CLASSES,)]
+    params = _leaves(lib, *shapes)
+    if lib is torch:
+        F, x, y = torch.nn.functional, torch.tensor(x_np), torch.tensor(y_np)
+    else:
+        F, x, y = ttF, tt.tensor(x_np), tt.tensor(y_np)
+    w1, b1, w2, b2 = params
+    lr = 0.01
+
+    def forward():
+        h = F.relu(F.linear(x, w1, b1))
+        return F.cross_entropy(F.linear(h, w2, b2), y)
+
+    def step():
+        loss = forward()
+        loss.backward()
+        with lib.no_grad():
+            for p in params:
+                p.data -= lr * p.grad.data
+                p.grad = None
+
+    return forward, step
+
+
+# ---- report -----------------------------------------------------------------------------------
+
+
+def _header():
+    blas = {k: v for k, v in os.environ.items() if k.startswith("OPENBLAS")}
+    return (
+        f"python {platform.python_version()}, numpy {np.__version__}, torch {torch.__version__} "
+        f"(threads={torch.get_num_threads()}), tinytensor {tt.__version__}; "
+        f"OPENBLAS env: {blas or 'unset'}"
+    )
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="fewer iterations (smoke run)")
+    parser.add_argument("--only", default="", help="comma-separated case names to run")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    number, repeat = (200, 3) if args.quick else (1000, 7)
+
+    cases = CASES + [("MLP train step", _mlp_step)]
+    if args.only:
+        wanted = {w.strip() for w in args.only.split(",")}
+        cases = [c for c in cases if c[0] in wanted]
+
+    print(_header())
+    print(f"microseconds per call, {N}x{N} float32 (MLP: batch {BATCH}, hidden {HIDDEN})")
+    print(f"{'':<18}{'---- forward only ----':>30}{'-- forward + backward --':>30}")
+    print(f"{'case':<18}" + f"{'torch':>10}{'tt':>10}{'tt/torch':>10}" * 2)
+    fwd_ratios, step_ratios = [], []
+    for name, build in cases:
+        (fwd_torch, step_torch), (fwd_tt, step_tt) = build(torch), build(tt)
+        times = [_best_time_us(f, number, repeat) for f in (fwd_torch, fwd_tt, step_torch, step_tt)]
+        fwd_ratios.append(times[1] / times[0])
+        step_ratios.append(times[3] / times[2])
+        print(
+            f"{name:<18}{times[0]:>10.1f}{times[1]:>10.1f}{fwd_ratios[-1]:>10.2f}"
+            f"{times[2]:>10.1f}{times[3]:>10.1f}{step_ratios[-1]:>10.2f}"
+        )
+    print(f"{'geometric mean':<38}{_geomean(fwd_ratios):>10.2f}{_geomean(step_ratios):>30.2f}")
+
+
+def _geomean(values):
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
+if __name__ == "__main__":
+    main()
