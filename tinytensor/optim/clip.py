@@ -1,0 +1,75 @@
+"""Gradient clipping: `clip_grad_norm_` and `clip_grad_value_`, as `torch.nn.utils`.
+
+They live with the optimizers because they act on gradients right before `step()`; nn
+re-exports them as `tt.nn.utils.clip_grad_norm_` (PyTorch's location).
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..backend import get_array_module
+from ..tensor import Tensor
+from .optimizer import _as_param_list
+
+
+def _grads(parameters, where):
+    params = _as_param_list(parameters, where)
+    for i, p in enumerate(params):
+        if not isinstance(p, Tensor):
+            raise TypeError(f"{where}: parameter {i} is a {type(p).__name__}, not a Tensor")
+    return [p.grad for p in params if p.grad is not None]
+
+
+def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0, error_if_nonfinite=False):
+    """Scales all gradients together so that their joint norm is at most `max_norm`.
+
+    total_norm = ||(||g_1||_p, ..., ||g_n||_p)||_p (the p-norm of all gradients concatenated);
+    every gradient is multiplied by min(1, max_norm / (total_norm + 1e-6)), in place.
+
+    Args:
+        parameters: a Tensor, an iterable of Tensors, or a module (anything with
+            `parameters()`); those without a gradient are skipped.
+        max_norm: the largest allowed norm.
+        norm_type: p of the p-norm; `float("inf")` for the largest absolute value.
+        error_if_nonfinite: raise if the total norm is nan or inf (otherwise the gradients
+            become nan, as in PyTorch).
+
+    Returns:
+        The total norm before clipping, a 0-d Tensor (for logging).
+
+    Example:
+        >>> loss.backward()
+        >>> tt.optim.clip_grad_norm_(model.parameters(), max_norm=1.0)
+        >>> opt.step()
+    """
+    grads = _grads(parameters, "clip_grad_norm_")
+    norm_type = float(norm_type)
+    if not grads:
+        return Tensor(0.0)
+    xp = get_array_module(grads[0].data)
+    if norm_type == math.inf:
+        norms = [xp.abs(g.data).max() if g.data.size else xp.zeros((), g.dtype) for g in grads]
+        total = xp.max(xp.stack(norms))
+    else:
+        norms = [xp.sum(xp.abs(g.data) ** norm_type) for g in grads]
+        total = xp.sum(xp.stack(norms)) ** (1.0 / norm_type)
+    if error_if_nonfinite and not bool(xp.isfinite(total)):
+        raise RuntimeError(
+            f"clip_grad_norm_: the total {norm_type}-norm of the gradients is {float(total)}; "
+            "pass error_if_nonfinite=False to clip anyway"
+        )
+    # NOTE: the 1e-6 keeps the division finite for zero gradients; as PyTorch, the coefficient
+    # is applied even when it is 1 (so nan/inf norms propagate into the gradients).
+    coef = xp.minimum(max_norm / (total + 1e-6), 1.0)
+    for g in grads:
+        g.data *= coef.astype(g.dtype)
+    return Tensor._wrap(xp.asarray(total), False, None)
+
+
+def clip_grad_value_(parameters, clip_value: float) -> None:
+    """Clamps every gradient element to [-clip_value, clip_value], in place."""
+    clip_value = float(clip_value)
+    for g in _grads(parameters, "clip_grad_value_"):
+        xp = get_array_module(g.data)
+        xp.clip(g.data, -clip_value, clip_value, out=g.data)
