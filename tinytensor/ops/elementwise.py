@@ -263,7 +263,8 @@ class Gelu(Function):
         xp = get_array_module(x)
         self.x, self.approximate = x, approximate
         if approximate == "tanh":
-            self.t = xp.tanh(_SQRT_2_OVER_PI * (x + 0.044715 * x**3))
+            # NOTE: x * x * x, not x**3: NumPy sends a float power of 3 to powf, ~50x slower
+            self.t = xp.tanh(_SQRT_2_OVER_PI * (x + 0.044715 * (x * x * x)))
             return 0.5 * x * (1 + self.t)
         self.cdf = 0.5 * (1 + _erf(x * (1 / math.sqrt(2))))
         return x * self.cdf
