@@ -54,6 +54,7 @@ from .function import Function, enable_grad, is_grad_enabled, no_grad, set_grad_
 from .gradcheck import GradcheckError, gradcheck
 from .ops import (
     abs,
+    add,
     all,
     amax,
     amin,
@@ -67,6 +68,7 @@ from .ops import (
     concatenate,
     cos,
     cross_entropy,
+    div,
     dropout,
     embedding,
     exp,
@@ -88,6 +90,8 @@ from .ops import (
     mean,
     min,
     minimum,
+    mul,
+    neg,
     one_hot,
     permute,
     pow,
@@ -106,6 +110,7 @@ from .ops import (
     squeeze,
     stack,
     std,
+    sub,
     sum,
     tanh,
     transpose,
@@ -115,6 +120,7 @@ from .ops import (
     var,
     where,
 )
+from .ops.attention import attention_backend
 from .random import Generator, manual_seed
 from .tensor import Tensor
 

@@ -31,8 +31,17 @@ def as_tensor_like(value, like: Tensor) -> Tensor:
 def binary_operands(a, b):
     """Both operands as Tensors; at least one of them must already be a Tensor."""
     if isinstance(a, Tensor):
-        return a, as_tensor_like(b, a)
-    return as_tensor_like(a, b), b
+        b = as_tensor_like(b, a)
+    else:
+        a = as_tensor_like(a, b)
+    # NOTE: PyTorch's promotion: a float tensor meeting an integer or bool tensor keeps its float
+    # dtype (NumPy alone would turn float32 + int64 into float64).
+    if a.dtype != b.dtype:
+        if a.dtype.kind == "f" and b.dtype.kind != "f":
+            b = b.to(a.dtype)
+        elif b.dtype.kind == "f" and a.dtype.kind != "f":
+            a = a.to(b.dtype)
+    return a, b
 
 
 def normalize_dim(dim, ndim, op):

@@ -444,7 +444,8 @@ def mul(a, b):
 def div(a, b):
     a, b = binary_operands(a, b)
     if a.dtype.kind != "f" and b.dtype.kind != "f":  # true division of integers gives floats
-        a = a.to(dtypes.get_default_dtype())
+        # both: an int64 divisor would promote the default float dtype to float64
+        a, b = a.to(dtypes.get_default_dtype()), b.to(dtypes.get_default_dtype())
     return Div.apply(a, b)
 
 

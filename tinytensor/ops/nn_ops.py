@@ -84,7 +84,9 @@ class CrossEntropy(Function):
             if eps:
                 losses = losses - eps * log_p.mean(axis=1)
             losses = losses * self.keep
-            self.count = self.keep.sum()
+            # NOTE: the count in the logits' dtype: dividing by an int64 count would promote a
+            # float32 loss to float64
+            self.count = self.keep.sum().astype(z.dtype)
             q = None
             self.target = safe
         self.q, self.log_p = q, log_p
