@@ -147,16 +147,104 @@ def attention_mask_parts(q, k, attn_mask, is_causal, key_lengths=None):
         c = causal_mask(xp, nq, nk)
         allowed = c if allowed is None else allowed & c
     if key_lengths is not None:
-        lengths = key_lengths.data if isinstance(key_lengths, Tensor) else xp.asarray(key_lengths)
+        lengths = key_lengths_array(q, key_lengths)
         batch = q.shape[0]
-        if lengths.shape != (batch,):
-            raise ValueError(
-                f"scaled_dot_product_attention: key_lengths must have shape ({batch},), got "
-                f"{tuple(lengths.shape)}"
-            )
         pad = (xp.arange(nk) < lengths[:, None]).reshape((batch,) + (1,) * (q.ndim - 2) + (nk,))
         allowed = pad if allowed is None else allowed & pad
     return bias, allowed
+
+
+def key_lengths_array(q, key_lengths):
+    """`key_lengths` as a (B,) integer array on q's device (B = q.shape[0]), checked."""
+    xp = get_array_module(q.data)
+    lengths = key_lengths.data if isinstance(key_lengths, Tensor) else xp.asarray(key_lengths)
+    batch = q.shape[0]
+    if lengths.shape != (batch,) or lengths.dtype.kind not in "iu":
+        raise ValueError(
+            f"scaled_dot_product_attention: key_lengths must be ({batch},) integers, got "
+            f"shape {tuple(lengths.shape)} of {lengths.dtype}"
+        )
+    return lengths
+
+
+# Which implementation computes attention: see `attention_backend`.
+IMPLS = ("auto", "naive", "tiled", "cuda")
+TILED_MIN_SCORES = 1 << 23  # auto: the tiled path on the CPU from B·H·Nq·Nk ≥ 8M scores (32 MB)
+_backend = ["auto"]
+
+
+class attention_backend:
+    """Picks the attention implementation inside `with tt.attention_backend("tiled"):`.
+
+    Args:
+        impl: "auto" (default): the fused kernels on CUDA (float32, head dims ≤ 128, dv = d),
+            on the CPU the naive path while B·H·Nq·Nk < `TILED_MIN_SCORES` and the tiled NumPy
+            path above; "naive": materialize the scores (the reference); "tiled": the NumPy
+            FlashAttention-2 path (on CuPy arrays too); "cuda": the CUDA kernels (CuPy tensors
+            only: a CPU tensor raises RuntimeError).
+    NOTE: dropout (dropout_p > 0) and inputs of more than 4 dims always take the naive path, and
+    "cuda" takes it too for what the kernels do not cover (see above): the tiled paths never
+    materialize a dropout mask, so they decline instead.
+    """
+
+    def __init__(self, impl):
+        if impl not in IMPLS:
+            raise ValueError(f"attention_backend: impl must be one of {IMPLS}, got {impl!r}")
+        self.impl = impl
+
+    def __enter__(self):
+        _backend.append(self.impl)
+        return self
+
+    def __exit__(self, *exc):
+        _backend.pop()
+
+
+def _kernels_cover(query, key, value):
+    import numpy as np
+
+    d = query.shape[-1]
+    return query.dtype == np.float32 and d <= 128 and value.shape[-1] == d
+
+
+def choose_attention_impl(query, key, value, attn_mask=None, dropout_p=0.0, key_lengths=None):
+    """The implementation ("naive", "tiled" or "cuda") a call with these arguments gets."""
+    wanted = _backend[-1]
+    on_cuda = query.device == "cuda"
+    if wanted == "cuda" and not on_cuda:
+        raise RuntimeError(
+            "scaled_dot_product_attention: attention_backend('cuda') needs CUDA tensors, got "
+            f"query on {query.device}"
+        )
+    bias_dims = attn_mask.ndim if attn_mask is not None else 0
+    if (
+        wanted == "naive"
+        or dropout_p > 0.0
+        or query.ndim > 4
+        or bias_dims > query.ndim
+        or (key_lengths is not None and query.ndim != 4)
+    ):
+        return "naive"
+    if wanted == "auto":
+        if on_cuda:
+            wanted = "cuda"
+        else:
+            batch_heads = math.prod(query.shape[:-2])
+            big = batch_heads * query.shape[-2] * key.shape[-2] >= TILED_MIN_SCORES
+            return "tiled" if big else "naive"
+    if wanted == "cuda" and not _kernels_cover(query, key, value):
+        return "naive"
+    return wanted
+
+
+def _runner(impl):
+    if impl == "tiled":
+        from .attention_tiled import NumpyTiles
+
+        return NumpyTiles()
+    from ..kernels.flash_attention import cupy_kernels
+
+    return cupy_kernels()
 
 
 def scaled_dot_product_attention(
@@ -186,10 +274,24 @@ def scaled_dot_product_attention(
             addition; cheaper than building a mask).
     Returns:
         (..., Hq, Nq, dv). Query rows that may attend to nothing give zeros.
+
+    Three implementations compute this, chosen per call (see `attention_backend`): "naive"
+    (materializes the scores), "tiled" (FlashAttention-2 in NumPy) and "cuda" (fused kernels).
     """
     groups = _check_inputs(query, key, value, enable_gqa)
-    bias, allowed = attention_mask_parts(query, key, attn_mask, is_causal, key_lengths)
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale)
+    impl = choose_attention_impl(query, key, value, attn_mask, dropout_p, key_lengths)
+    if impl != "naive":
+        from .attention_tiled import AttentionSpec, FlashAttention
+
+        bias, mask = attention_mask_parts(query, key, attn_mask, False)
+        lengths = None if key_lengths is None else key_lengths_array(query, key_lengths)
+        spec = AttentionSpec(scale, groups, bool(is_causal), lengths, mask)
+        if mask is not None:
+            spec.mask = mask.reshape((1,) * (4 - mask.ndim) + mask.shape)
+        inputs = (query, key, value) if bias is None else (query, key, value, bias)
+        return FlashAttention.apply(*inputs, spec=spec, runner=_runner(impl))
+    bias, allowed = attention_mask_parts(query, key, attn_mask, is_causal, key_lengths)
     keep = None
     if dropout_p > 0.0:
         from ..random import uniform_array
