@@ -1,0 +1,122 @@
+"""Command-line flags shared by the training examples, and how they are checked."""
+
+from __future__ import annotations
+
+import argparse
+
+import tinytensor as tt
+
+# Flags a resumed run may change; every other flag is taken from the checkpoint so that the run
+# continues exactly as it started (same model, data, schedule and seed).
+RUN_CONTROL_FLAGS = ("resume", "out_dir", "device", "max_minutes", "no_progress", "no_plot")
+
+
+def positive_int(text: str) -> int:
+    value = int(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text}")
+    return value
+
+
+def add_training_flags(parser: argparse.ArgumentParser, **defaults) -> None:
+    """Adds the flags every training example has; `defaults` sets the example's own values of
+    steps, batch_size, lr, warmup_steps, eval_every, checkpoint_every, out_dir."""
+    g = parser.add_argument_group("training")
+    g.add_argument(
+        "--steps",
+        type=positive_int,
+        default=defaults["steps"],
+        help="optimizer steps (default: %(default)s)",
+    )
+    g.add_argument(
+        "--batch-size",
+        type=positive_int,
+        default=defaults["batch_size"],
+        help="sequences per step (default: %(default)s)",
+    )
+    g.add_argument(
+        "--lr",
+        type=positive_float,
+        default=defaults["lr"],
+        help="peak learning rate of AdamW (default: %(default)s)",
+    )
+    g.add_argument(
+        "--warmup-steps",
+        type=int,
+        default=defaults["warmup_steps"],
+        help="linear warmup steps before the cosine decay (default: %(default)s)",
+    )
+    g.add_argument(
+        "--weight-decay",
+        type=float,
+        default=defaults.get("weight_decay", 0.1),
+        help="AdamW weight decay on matrices (default: %(default)s)",
+    )
+    g.add_argument(
+        "--grad-clip",
+        type=positive_float,
+        default=1.0,
+        help="clip the global gradient norm to this (default: %(default)s)",
+    )
+    g.add_argument(
+        "--eval-every",
+        type=positive_int,
+        default=defaults["eval_every"],
+        help="validate every N steps (default: %(default)s)",
+    )
+    g.add_argument(
+        "--checkpoint-every",
+        type=positive_int,
+        default=defaults["checkpoint_every"],
+        help="write a checkpoint every N steps, and at the end (default: %(default)s)",
+    )
+    g.add_argument(
+        "--out-dir",
+        default=defaults["out_dir"],
+        help="checkpoint, loss.png and metrics.json go here (default: %(default)s)",
+    )
+    g.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the run checkpointed in --out-dir exactly where it stopped "
+        "(its other flags come from the checkpoint)",
+    )
+    g.add_argument(
+        "--max-minutes",
+        type=positive_float,
+        default=None,
+        help="stop after this much training time, with a checkpoint",
+    )
+    g.add_argument("--seed", type=int, default=0, help="random seed (default: %(default)s)")
+    g.add_argument(
+        "--device",
+        choices=("cpu", "cuda"),
+        default="cpu",
+        help="cuda needs CuPy and a GPU (default: %(default)s)",
+    )
+    g.add_argument("--no-progress", action="store_true", help="no progress bar")
+    g.add_argument("--no-plot", action="store_true", help="do not write loss.png")
+
+
+def check_device(parser: argparse.ArgumentParser, device: str) -> None:
+    """Exits with a clear message if `--device cuda` cannot work here."""
+    if device == "cuda" and not tt.cuda.is_available():
+        parser.error(
+            "--device cuda: no usable CUDA GPU (needs CuPy, `pip install tinytensor[cuda]`, and "
+            "a GPU with its driver); use --device cpu"
+        )
+
+
+def merge_resumed_args(args: argparse.Namespace, saved: dict) -> argparse.Namespace:
+    """The arguments of a resumed run: the checkpoint's, except the run-control flags."""
+    merged = dict(saved)
+    for name in RUN_CONTROL_FLAGS:
+        merged[name] = getattr(args, name)
+    return argparse.Namespace(**merged)
