@@ -1,0 +1,344 @@
+"""Runs a learner's Function on every case of an exercise and collects the verdicts.
+
+For each case, in float64: forward through `Function.apply` (so `needs_input_grad` is set as
+the engine sets it), then the learner's `backward` called directly with a random upstream
+gradient r, and each returned gradient compared with (a) the engine op's gradient of Σ out·r and
+(b) central differences of Σ forward(x)·r (tinytensor.gradcheck.numerical_gradient). Calling
+backward directly, rather than through `Tensor.backward`, lets the checker see exactly what was
+returned: the engine would silently cast a wrong dtype and reduce a broadcast for ops that set
+`broadcasts = True`. One extra float32 run checks that the gradients keep the input's dtype.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import traceback
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+import tinytensor as tt
+from tinytensor.gradcheck import numerical_gradient
+
+from .catalogue import Case, Exercise, Part
+from .diagnosis import Finding, diagnose, dtype_finding
+
+SEED = 0
+
+
+@dataclass
+class CaseError:
+    """A case that stopped before the gradients could be compared."""
+
+    kind: str  # not_implemented, forward, backward, forward_changed, count, setup
+    message: str
+    location: str = ""  # "11_layernorm.py, line 42:  gx = ..."
+
+
+@dataclass
+class CaseOutcome:
+    case: Case
+    label: str  # the case's description (with "as float32" for the dtype run)
+    values_checked: bool = True  # False for the float32 run, which checks dtypes only
+    error: CaseError | None = None
+    findings: list[Finding] = field(default_factory=list)  # one per input, when no error
+
+
+@dataclass
+class InputVerdict:
+    """One input's gradient over every case."""
+
+    name: str
+    ok: bool
+    failed: list[tuple[str, Finding]]  # (case label, finding) for each failing case
+    total: int
+    hints: list[str] = field(default_factory=list)  # hints that come from several cases
+    kinds: set[str] = field(default_factory=set)
+
+
+@dataclass
+class PartReport:
+    part: Part
+    status: str  # pass, fail, todo (not implemented), missing (no such class)
+    inputs: list[InputVerdict] = field(default_factory=list)
+    errors: list[tuple[str, CaseError]] = field(default_factory=list)  # (case label, error)
+    hints: list[str] = field(default_factory=list)
+    kinds: set[str] = field(default_factory=set)
+    total: int = 0
+    message: str = ""  # for todo / missing
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "pass"
+
+
+@dataclass
+class ExerciseReport:
+    exercise: Exercise
+    path: Path | None
+    parts: list[PartReport] = field(default_factory=list)
+    load_error: str = ""
+    module: object = None
+
+    @property
+    def status(self) -> str:
+        if self.load_error:
+            return "error"
+        if all(p.ok for p in self.parts):
+            return "pass"
+        if any(p.status not in ("pass", "todo") for p in self.parts):
+            return "fail"
+        return "todo"
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "pass"
+
+
+# ---- loading the learner's file -----------------------------------------------------------
+
+
+def load_module(path: Path):
+    """Imports the learner's file by path (its name starts with a digit, so not by name)."""
+    name = f"_tinytensor_exercise_{path.stem}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses and pickling look their module up here
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[name]
+        raise
+    return module
+
+
+def _where(error: BaseException, path: Path | None) -> str:
+    """The line of the learner's file where `error` was raised (else the innermost line)."""
+    frames = traceback.extract_tb(error.__traceback__)
+    mine = [f for f in frames if path is not None and Path(f.filename) == path]
+    frame = (mine or frames or [None])[-1]
+    if frame is None:
+        return ""
+    return f"{Path(frame.filename).name}, line {frame.lineno}:  {(frame.line or '').strip()}"
+
+
+def _describe_exception(error: BaseException) -> str:
+    text = str(error).strip()
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
+
+
+# ---- one case -----------------------------------------------------------------------------
+
+
+def _leaves(case: Case):
+    return [tt.tensor(a.copy(), requires_grad=True) for a in case.arrays.values()]
+
+
+def _reference(part: Part, case: Case, r):
+    """The engine op's output and its gradients for upstream gradient r."""
+    tensors = _leaves(case)
+    out = part.reference(tensors, case.params)
+    out.backward(tt.tensor(r))
+    return out.data, [t.grad.data for t in tensors]
+
+
+def run_case(cls, part: Part, case: Case, rng, path: Path | None, check_values=True):
+    """One case: forward, the learner's backward, and a Finding per input."""
+    label = case.describe()
+    if not check_values:
+        label += f" as {next(iter(case.arrays.values())).dtype}"
+    outcome = CaseOutcome(case, label, check_values)
+    tensors = _leaves(case)
+    try:
+        out = cls.apply(*tensors, **case.params)
+    except Exception as e:  # the learner may have edited forward: say where it broke
+        outcome.error = CaseError("forward", _describe_exception(e), _where(e, path))
+        return outcome
+    r = np.asarray(rng.standard_normal(out.shape)).astype(out.dtype)
+    ref_out, ref_grads = _reference(part, case, r)
+    if (
+        out.shape != ref_out.shape
+        or out.dtype != ref_out.dtype
+        or (check_values and not np.allclose(out.data, ref_out, rtol=1e-7, atol=1e-9))
+    ):
+        outcome.error = CaseError(
+            "forward_changed",
+            f"the forward output ({out.shape} {out.dtype}) no longer matches "
+            f"{part.reference_name} ({ref_out.shape} {ref_out.dtype}); the exercise is the "
+            "backward: put forward back as it was",
+        )
+        return outcome
+    if out._ctx is None:
+        outcome.error = CaseError("setup", f"{cls.__name__}.apply recorded no graph node")
+        return outcome
+    try:
+        grads = out._ctx.backward(r.copy())  # a copy: backward may legitimately write into g
+    except NotImplementedError as e:
+        outcome.error = CaseError("not_implemented", str(e).strip(), _where(e, path))
+        return outcome
+    except Exception as e:
+        outcome.error = CaseError("backward", _describe_exception(e), _where(e, path))
+        return outcome
+    n = len(tensors)
+    if not isinstance(grads, (tuple, list)):
+        grads = (grads,)
+    if len(grads) != n:
+        names = ", ".join(case.arrays)
+        outcome.error = CaseError(
+            "count",
+            f"backward returned {len(grads)} gradient{'s' if len(grads) != 1 else ''} but the "
+            f"op has {n} input{'s' if n != 1 else ''} ({names}): return one per input, in the "
+            "order forward takes them",
+        )
+        return outcome
+    for i, (yours, t) in enumerate(zip(grads, tensors)):
+        if not check_values:  # the float32 run: only the dtype is new information
+            ok = isinstance(yours, (np.ndarray, np.generic)) and yours.dtype == t.dtype
+            outcome.findings.append(
+                Finding(True)
+                if ok or yours is None or not hasattr(yours, "dtype")
+                else dtype_finding(np.asarray(yours), t.dtype)
+            )
+            continue
+        numerical = numerical_gradient(
+            lambda *xs: cls.apply(*xs, **case.params), _leaves(case), i, [r]
+        )
+        outcome.findings.append(
+            diagnose(
+                yours,
+                expected=ref_grads[i],
+                numerical=numerical,
+                output_shape=out.shape,
+                constants=case.constants,
+            )
+        )
+    extra = part.extra_hint
+    if extra:
+        for i, (name, finding) in enumerate(zip(case.arrays, outcome.findings)):
+            if not finding.ok and "values" in finding.kinds:
+                hint = extra(name, np.asarray(grads[i]), ref_grads[i], case)
+                if hint:
+                    finding.hints.insert(0, hint)
+                    finding.kinds.add("hint")
+    return outcome
+
+
+# ---- one part (one Function) --------------------------------------------------------------
+
+
+def _square_only_hint(outcomes, failed_labels):
+    """Fires when every square case passes and some non-square case fails."""
+    square = [o for o in outcomes if o.values_checked and o.case.square]
+    other = [o for o in outcomes if o.values_checked and not o.case.square]
+    if not square or not other or any(o.label in failed_labels for o in square):
+        return None
+    if not any(o.label in failed_labels for o in other):
+        return None
+    return (
+        "right on the square shapes, wrong on the others: two dims of the same size were mixed "
+        "up (x.shape[0] where x.shape[-1] was meant, a sum or mean over the wrong axis, a "
+        "missing or extra transpose); compare each shape in your code with the exercise's"
+    )
+
+
+def _factor_hint(failures):
+    """When every failing case is off by a factor that changes with the shape, list them."""
+    factors = [(label, f.factor) for label, f in failures if f.factor not in (None, -1.0)]
+    if len(factors) < 2 or len(factors) != len(failures):
+        return None
+    values = {round(c, 6) for _, c in factors}
+    if len(values) == 1:
+        return f"the factor is {factors[0][1]:.6g} on every failing shape"
+    listing = "; ".join(f"{c:.4g} on {label}" for label, c in factors)
+    return f"the factor changes with the shape ({listing}): it depends on a size"
+
+
+def grade_part(module, part: Part, exercise: Exercise, path: Path | None) -> PartReport:
+    cls = getattr(module, part.function, None)
+    if cls is None:
+        return PartReport(
+            part,
+            "missing",
+            message=f"no class {part.function} in {path.name if path else 'the module'}: the "
+            "checker looks it up by that name (was it renamed?)",
+        )
+    if not (isinstance(cls, type) and issubclass(cls, tt.Function)):
+        return PartReport(
+            part, "missing", message=f"{part.function} must be a subclass of tinytensor.Function"
+        )
+    if exercise.reduce_by_hand and getattr(cls, "broadcasts", False):
+        return PartReport(
+            part,
+            "fail",
+            message=f"{part.function} sets `broadcasts = True`, which makes the engine reduce "
+            "the gradients for you; in this exercise that reduction is yours to write: remove "
+            "that line",
+            kinds={"broadcasts"},
+        )
+    rng = np.random.default_rng(SEED)
+    cases = part.cases(rng)
+    outcomes = []
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # NaN and overflow are diagnosed, not warned about
+        for case in cases:
+            outcomes.append(run_case(cls, part, case, rng, path))
+            error = outcomes[-1].error
+            if error and error.kind == "not_implemented":
+                return PartReport(part, "todo", message=error.message, total=len(cases))
+        outcomes.append(run_case(cls, part, cases[-1].astype(np.float32), rng, path, False))
+    return _summarize(part, outcomes)
+
+
+def _summarize(part, outcomes) -> PartReport:
+    report = PartReport(part, "pass", total=len(outcomes))
+    names = list(outcomes[0].case.arrays)
+    failed_labels = set()
+    for o in outcomes:
+        if o.error:
+            report.errors.append((o.label, o.error))
+            report.kinds.add(o.error.kind)
+            failed_labels.add(o.label)
+    for i, name in enumerate(names):
+        failures = [
+            (o.label, o.findings[i]) for o in outcomes if not o.error and not o.findings[i].ok
+        ]
+        failed_labels.update(label for label, _ in failures)
+        verdict = InputVerdict(name, not failures, failures, len(outcomes))
+        for _, f in failures:
+            verdict.kinds |= f.kinds
+        factor = _factor_hint(failures)
+        if factor:
+            verdict.hints.append(factor)
+        report.inputs.append(verdict)
+        report.kinds |= verdict.kinds
+    square = _square_only_hint(outcomes, failed_labels)
+    if square:
+        report.hints.append(square)
+        report.kinds.add("square-only")
+    if failed_labels:
+        report.status = "fail"
+    return report
+
+
+def grade(exercise: Exercise, path: Path | None = None, module=None) -> ExerciseReport:
+    """Checks every Function of `exercise`, from the file at `path` or an already loaded module."""
+    report = ExerciseReport(exercise, path)
+    if module is None:
+        try:
+            module = load_module(path)
+        except FileNotFoundError:
+            report.load_error = f"{path} does not exist"
+            return report
+        except BaseException as e:  # a syntax error or a failing import in the learner's file
+            if isinstance(e, (KeyboardInterrupt, SystemExit)):
+                raise
+            report.load_error = f"could not load {path.name}: {_describe_exception(e)}"
+            if isinstance(e, SyntaxError) and e.lineno:
+                report.load_error += f" (line {e.lineno})"
+            return report
+    report.module = module
+    report.parts = [grade_part(module, part, exercise, path) for part in exercise.parts]
+    return report
