@@ -48,24 +48,26 @@ class Function:
     @classmethod
     def apply(cls, *inputs, **params):
         """Runs the op on Tensors `inputs` (non-tensor options go in `params`)."""
+        # NOTE: the hot path of every op; one pass over the inputs, locals over attributes.
         ctx = cls()
-        kind = inputs[0].data.__class__
-        requires_grad = False
-        for t in inputs:
-            if t.data.__class__ is not kind:
+        arrays = [t.data for t in inputs]
+        kind = arrays[0].__class__
+        for a in arrays:
+            if a.__class__ is not kind:
                 raise devices_mismatch_error(cls.__name__, inputs)
-            requires_grad = requires_grad or t.requires_grad
         try:
-            out = ctx.forward(*[t.data for t in inputs], **params)
+            out = ctx.forward(*arrays, **params)
         except (ValueError, TypeError, IndexError) as e:
             raise _op_error(cls.__name__, inputs, e) from e
-        if requires_grad and _grad_enabled and cls.differentiable:
-            ctx.inputs = inputs
-            ctx.needs_input_grad = tuple([t.requires_grad for t in inputs])
-            if _module_stack:
-                ctx.module = _module_stack[-1]
-            return Tensor._wrap(out, True, ctx)
-        return Tensor._wrap(out, False, None)
+        if _grad_enabled and cls.differentiable:
+            needs = tuple([t.requires_grad for t in inputs])
+            if True in needs:
+                ctx.inputs = inputs
+                ctx.needs_input_grad = needs
+                if _module_stack:
+                    ctx.module = _module_stack[-1]
+                return _wrap(out, True, ctx)
+        return _wrap(out, False, None)
 
     def release(self):
         """Drops the saved arrays and the links to the inputs (after backward)."""
@@ -74,6 +76,9 @@ class Function:
     @property
     def name(self) -> str:
         return type(self).__name__
+
+
+_wrap = Tensor._wrap
 
 
 def _op_error(name, inputs, error):

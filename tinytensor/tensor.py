@@ -153,9 +153,10 @@ class Tensor:
             retain_graph: keep the graph so backward can run through it again; by default the
                 graph is freed as it is walked, so that intermediate arrays are released.
         """
-        from .autograd import backward
-
-        backward(self, gradient, retain_graph)
+        global _autograd
+        if _autograd is None:  # autograd imports this module, so it is bound on first use
+            from . import autograd as _autograd
+        _autograd.backward(self, gradient, retain_graph)
 
     def requires_grad_(self, requires_grad=True) -> Tensor:
         if requires_grad and not dtypes.is_floating(self.dtype):
@@ -590,3 +591,5 @@ class Tensor:
 
 
 from . import ops as _ops  # noqa: E402 - the ops import Tensor, so they come after it
+
+_autograd = None  # tinytensor.autograd, bound by the first Tensor.backward call
