@@ -76,11 +76,19 @@ class LRScheduler:
         return {k: v for k, v in self.__dict__.items() if k != "optimizer"}
 
     def load_state_dict(self, state_dict: dict) -> None:
-        """Restores the position saved by `state_dict()` (lambdas stay as constructed)."""
+        """Restores the position saved by `state_dict()` (lambdas stay as constructed).
+
+        Also puts the saved lr back into the optimizer's groups (PyTorch leaves them as the
+        new scheduler's constructor set them, which is wrong unless the optimizer's state is
+        loaded afterwards).
+        """
         state = {k: v for k, v in state_dict.items() if k != "lr_lambdas"}
-        if "base_lrs" in state:
-            state["base_lrs"] = list(state["base_lrs"])
+        for key in ("base_lrs", "_last_lr"):
+            if key in state:
+                state[key] = list(state[key])
         self.__dict__.update(state)
+        for group, lr in zip(self.optimizer.param_groups, self._last_lr):
+            group["lr"] = lr
 
 
 class LambdaLR(LRScheduler):

@@ -181,7 +181,7 @@ class Optimizer:
         if len(saved_groups) != len(self.param_groups):
             raise ValueError(
                 f"{name}.load_state_dict: the saved state has {len(saved_groups)} parameter "
-                f"groups, this optimizer has {len(self.param_groups)}"
+                f"group(s), this optimizer has {len(self.param_groups)}"
             )
         params_by_index = {}
         for i, (saved, group) in enumerate(zip(saved_groups, self.param_groups)):
