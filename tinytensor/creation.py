@@ -114,7 +114,9 @@ def rand(*size, dtype=None, device=None, requires_grad=False, generator=None) ->
 
 def randint(low, high=None, size=(), dtype=None, device=None, generator=None) -> Tensor:
     """Integers in [low, high) (int64); `randint(high, size)` starts at 0."""
-    if high is None:
+    if isinstance(high, (tuple, list)):  # randint(high, size), as torch.randint(5, (3,))
+        low, high, size = 0, low, high
+    elif high is None:
         low, high = 0, low
     dtype = dtypes.to_dtype(dtype) or dtypes.int64
     return _finish(
