@@ -169,7 +169,8 @@ def _host_array(value, what: str) -> np.ndarray:
         raise TypeError(f"{what} is a {type(value).__name__}, not a Tensor or array")
     if data.dtype.newbyteorder("=") not in _CODE_OF_DTYPE:
         raise TypeError(f"{what} has dtype {data.dtype}, which safetensors cannot store")
-    return np.ascontiguousarray(data, dtype=data.dtype.newbyteorder("<"))
+    # NOTE: not np.ascontiguousarray, which turns a 0-d array into shape (1,)
+    return np.asarray(data, dtype=data.dtype.newbyteorder("<"), order="C")
 
 
 def _corrupt(path, problem: str) -> CheckpointError:
@@ -192,7 +193,10 @@ def _read_safetensors(path, where: str) -> tuple[dict, dict]:
     with f:
         size = os.fstat(f.fileno()).st_size
         if size < 8:
-            raise _corrupt(path, f"the file has {size} bytes, too few for a safetensors header")
+            raise _corrupt(
+                path,
+                f"the file has {size} bytes, too few for a safetensors header (truncated or empty)",
+            )
         (header_len,) = struct.unpack("<Q", f.read(8))
         if header_len > size - 8 or header_len > _MAX_HEADER_BYTES:
             raise _corrupt(
