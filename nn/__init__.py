@@ -1,1 +1,40 @@
-"""tinytensor.nn: modules, layers, attention, losses."""
+"""tinytensor.nn: modules, layers, attention, losses (PyTorch's names and semantics).
+
+    import tinytensor as tt
+    from tinytensor import nn
+    import tinytensor.nn.functional as F
+
+Building blocks for the models (models/ builds GPT, BERT, T5 and BART from these):
+    Module, Parameter, ModuleList, ModuleDict, Sequential          module.py, parameter.py
+    Linear, Identity, Embedding, LayerNorm, RMSNorm, BatchNorm1d    linear.py, embedding.py, ...
+    Dropout, ReLU, GELU, SiLU, Tanh, Sigmoid, FeedForward          activation.py, feedforward.py
+    LearnedPositionalEmbedding, SinusoidalPositionalEncoding,
+    RotaryEmbedding, ALiBi, T5RelativePositionBias                  positional.py, rotary.py, ...
+    MultiHeadAttention, KVCache                                     attention.py, kv_cache.py
+    TransformerEncoderLayer, TransformerDecoderLayer               transformer.py
+    CrossEntropyLoss, NLLLoss, MSELoss, L1Loss, BCEWithLogitsLoss,
+    InfoNCELoss                                                     loss.py
+    init (weight initializers), functional (F)
+"""
+
+# ruff: noqa: F401 - this file re-exports the public API
+from . import functional, init
+from .activation import GELU, ReLU, Sigmoid, SiLU, Tanh, activation_fn
+from .alibi import ALiBi, alibi_slopes
+from .attention import MultiHeadAttention
+from .batchnorm import BatchNorm1d
+from .dropout import Dropout
+from .embedding import Embedding
+from .feedforward import FeedForward
+from .kv_cache import KVCache
+from .linear import Identity, Linear
+from .loss import BCEWithLogitsLoss, CrossEntropyLoss, InfoNCELoss, L1Loss, MSELoss, NLLLoss
+from .module import Module, ModuleDict, ModuleList, Sequential
+from .normalization import LayerNorm, RMSNorm
+from .parameter import Parameter
+from .positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding
+from .relative_position import T5RelativePositionBias, relative_position_bucket
+from .rotary import RotaryEmbedding, rotate_half
+from .transformer import TransformerDecoderLayer, TransformerEncoderLayer, make_norm
+
+__all__ = [name for name in dir() if not name.startswith("_")]

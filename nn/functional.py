@@ -1,10 +1,15 @@
 """`tinytensor.nn.functional` (import as F): the functional forms, as `torch.nn.functional`.
 
 The fused ops live in the engine (`tinytensor/ops`); this module gathers them under PyTorch's
-names, next to the losses and helpers that nn adds on top.
+names, next to the losses and helpers that nn adds on top (composed from engine ops, so their
+gradients come from the ops' VJPs).
 """
 
+from __future__ import annotations
+
+from tinytensor.creation import arange, zeros_like
 from tinytensor.ops import (  # noqa: F401 - re-exported
+    clamp,
     cross_entropy,
     dropout,
     embedding,
@@ -19,5 +24,155 @@ from tinytensor.ops import (  # noqa: F401 - re-exported
     sigmoid,
     silu,
     softmax,
+    stack,
     tanh,
 )
+from tinytensor.tensor import Tensor
+
+_REDUCTIONS = ("mean", "sum", "none")
+
+
+def _reduce(losses, reduction, op):
+    if reduction == "mean":
+        return losses.mean()
+    if reduction == "sum":
+        return losses.sum()
+    if reduction == "none":
+        return losses
+    raise ValueError(f"{op}: reduction must be one of {_REDUCTIONS}, got {reduction!r}")
+
+
+def _check_pair(input, target, op):  # noqa: A002 - PyTorch's argument name
+    for name, t in (("input", input), ("target", target)):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"{op}: {name} must be a Tensor, got {type(t).__name__}")
+    if input.dtype.kind != "f":
+        raise TypeError(f"{op}: input must be floating point, got {input.dtype}")
+    if tuple(input.shape) != tuple(target.shape):
+        raise ValueError(
+            f"{op}: input shape {tuple(input.shape)} and target shape {tuple(target.shape)} "
+            "differ (broadcasting a loss is almost always a bug)"
+        )
+
+
+def mse_loss(input, target, reduction="mean"):  # noqa: A002
+    """Mean squared error: (input - target)², reduced ('mean', 'sum' or 'none')."""
+    _check_pair(input, target, "mse_loss")
+    diff = input - target
+    return _reduce(diff * diff, reduction, "mse_loss")
+
+
+def l1_loss(input, target, reduction="mean"):  # noqa: A002
+    """Mean absolute error: |input - target|, reduced. NOTE: d|x|/dx at 0 is 0 (as PyTorch)."""
+    _check_pair(input, target, "l1_loss")
+    return _reduce((input - target).abs(), reduction, "l1_loss")
+
+
+def nll_loss(input, target, ignore_index=-100, reduction="mean"):  # noqa: A002
+    """Negative log-likelihood of log-probabilities `input` (N, C) or (C,) at class ids `target`
+    (N,) or (): loss_i = -input[i, target_i]. Positions whose target is `ignore_index` add
+    nothing; 'mean' divides by the number of the others (as PyTorch)."""
+    if not isinstance(target, Tensor) or target.dtype.kind not in "iu":
+        raise TypeError("nll_loss: target must be an integer tensor of class ids")
+    if reduction not in _REDUCTIONS:
+        raise ValueError(f"nll_loss: reduction must be one of {_REDUCTIONS}, got {reduction!r}")
+    unbatched = input.ndim == 1
+    x = input.unsqueeze(0) if unbatched else input
+    t = target.reshape(1) if unbatched else target
+    if x.ndim != 2 or tuple(t.shape) != (x.shape[0],):
+        raise ValueError(
+            f"nll_loss: expected input (N, C) and target (N,), got {tuple(input.shape)} and "
+            f"{tuple(target.shape)}"
+        )
+    keep = t != ignore_index
+    ids = t.data.copy()
+    ids[~keep.data] = 0
+    c = x.shape[1]
+    if ids.size and (int(ids.min()) < 0 or int(ids.max()) >= c):
+        raise IndexError(f"nll_loss: a target id is out of range for {c} classes")
+    picked = x.gather(1, Tensor._wrap(ids[:, None], False, None)).reshape(-1)  # (N,)
+    losses = -picked * keep.to(x.dtype)
+    if reduction == "none":
+        return losses.reshape(()) if unbatched else losses
+    if reduction == "sum":
+        return losses.sum()
+    return losses.sum() / keep.to(x.dtype).sum()  # NOTE: 0/0 = nan if all ignored, as PyTorch
+
+
+def _log_sigmoid_pair(x):
+    """(log σ(x), log(1 - σ(x))) = log_softmax over [0, x]; stable for any x.
+
+    NOTE: this equals the textbook stable form max(x, 0) - x·y + log(1 + exp(-|x|)) for the loss,
+    but its gradient is exact everywhere, including x = 0 where the |x| and max forms give a
+    wrong subgradient (zero-initialized logits sit exactly there).
+    """
+    pair = log_softmax(stack([zeros_like(x), x], dim=-1), dim=-1)
+    return pair[..., 1], pair[..., 0]
+
+
+def binary_cross_entropy_with_logits(
+    input,  # noqa: A002
+    target,
+    weight=None,
+    reduction="mean",
+    pos_weight=None,
+):
+    """Binary cross-entropy on logits, as `torch.nn.functional.binary_cross_entropy_with_logits`:
+
+        loss = -(pos_weight·y·log σ(x) + (1 - y)·log(1 - σ(x))) · weight
+
+    computed stably (never log of a rounded-off sigmoid). `pos_weight` (broadcast over the last
+    dim, the classes) weighs positive examples; `weight` rescales each element.
+    """
+    _check_pair(input, target, "binary_cross_entropy_with_logits")
+    log_p, log_not_p = _log_sigmoid_pair(input)
+    positive = target * log_p
+    if pos_weight is not None:
+        positive = positive * pos_weight
+    losses = -(positive + (1 - target) * log_not_p)
+    if weight is not None:
+        losses = losses * weight
+    return _reduce(losses, reduction, "binary_cross_entropy_with_logits")
+
+
+def normalize(input, p=2.0, dim=1, eps=1e-12):  # noqa: A002
+    """x / max(‖x‖_p, eps) along `dim`, as `torch.nn.functional.normalize`.
+
+    NOTE: the clamp is applied to Σ|x|^p before the root, which gives the same value but keeps
+    the gradient finite (zero) for an all-zero vector instead of 0·∞ = NaN.
+    """
+    if input.dtype.kind != "f":
+        raise TypeError(f"normalize: input must be floating point, got {input.dtype}")
+    if p == 2:
+        total = (input * input).sum(dim=dim, keepdim=True)
+        norm = clamp(total, min=eps * eps).sqrt()
+    else:
+        total = (input.abs() ** p).sum(dim=dim, keepdim=True)
+        norm = clamp(total, min=eps**p) ** (1.0 / p)
+    return input / norm
+
+
+def info_nce(a, b, temperature=0.07, symmetric=True, reduction="mean"):
+    """InfoNCE with in-batch negatives (van den Oord et al. 2018; CLIP's loss when symmetric).
+
+        logits = normalize(a) · normalize(b)ᵀ / temperature     (N, N)
+        loss = cross_entropy(logits, arange(N))                  row i's positive is b_i
+
+    With `symmetric` the loss averages both directions, (CE(logits) + CE(logitsᵀ)) / 2, as CLIP.
+
+    Args:
+        a, b: (N, D) embeddings of N matching pairs (a_i, b_i); every other b_j is a negative.
+        temperature: τ > 0; smaller sharpens the distribution.
+    """
+    if a.ndim != 2 or tuple(a.shape) != tuple(b.shape):
+        raise ValueError(
+            f"info_nce: a and b must both be (N, D), got {tuple(a.shape)} and {tuple(b.shape)}"
+        )
+    if temperature <= 0:
+        raise ValueError(f"info_nce: temperature must be positive, got {temperature}")
+    logits = normalize(a, dim=1) @ normalize(b, dim=1).T / temperature  # (N, N)
+    labels = arange(a.shape[0], device=a.device)
+    loss = cross_entropy(logits, labels, reduction=reduction)
+    if symmetric:
+        loss = (loss + cross_entropy(logits.T, labels, reduction=reduction)) / 2
+    return loss

@@ -1,0 +1,88 @@
+"""`LayerNorm` and `RMSNorm`: normalization over the trailing feature dims."""
+
+from __future__ import annotations
+
+from tinytensor.creation import ones, zeros
+from tinytensor.ops import layer_norm, rms_norm
+
+from .module import Module
+from .parameter import Parameter
+
+
+def _shape(normalized_shape):
+    if isinstance(normalized_shape, int):
+        return (normalized_shape,)
+    return tuple(int(s) for s in normalized_shape)
+
+
+class LayerNorm(Module):
+    """y = (x - mean) / √(var + eps) · weight + bias over the last dims, as `torch.nn.LayerNorm`.
+
+    Args:
+        normalized_shape: the trailing dims to normalize over (an int for the last one).
+        eps: added to the (biased) variance.
+        elementwise_affine: learn `weight` (ones) and `bias` (zeros).
+        bias: with elementwise_affine, whether to learn the bias (False: weight only).
+
+    Shape:
+        (*, *normalized_shape) -> same shape.
+    """
+
+    def __init__(
+        self,
+        normalized_shape,
+        eps=1e-5,
+        elementwise_affine=True,
+        bias=True,
+        device=None,
+        dtype=None,
+    ):
+        super().__init__()
+        self.normalized_shape, self.eps = _shape(normalized_shape), float(eps)
+        self.elementwise_affine = elementwise_affine
+        self.weight = self.bias = None
+        if elementwise_affine:
+            self.weight = Parameter(ones(self.normalized_shape, dtype=dtype, device=device))
+            if bias:
+                self.bias = Parameter(zeros(self.normalized_shape, dtype=dtype, device=device))
+
+    def forward(self, x):
+        return layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
+
+    def extra_repr(self):
+        return (
+            f"{self.normalized_shape}, eps={self.eps}, "
+            f"elementwise_affine={self.elementwise_affine}, bias={self.bias is not None}"
+        )
+
+
+class RMSNorm(Module):
+    """y = x / √(mean(x²) + eps) · weight: no centring and no bias (T5's LayerNorm, Llama).
+
+    Args:
+        normalized_shape: the trailing dims to normalize over.
+        eps: added to the mean square. NOTE: defaults to 1e-6 (T5, Llama); PyTorch's RMSNorm
+            defaults to the dtype's machine epsilon.
+        elementwise_affine: learn `weight` (ones).
+
+    Shape:
+        (*, *normalized_shape) -> same shape.
+    """
+
+    def __init__(
+        self, normalized_shape, eps=1e-6, elementwise_affine=True, device=None, dtype=None
+    ):
+        super().__init__()
+        self.normalized_shape, self.eps = _shape(normalized_shape), float(eps)
+        self.elementwise_affine = elementwise_affine
+        self.weight = None
+        if elementwise_affine:
+            self.weight = Parameter(ones(self.normalized_shape, dtype=dtype, device=device))
+
+    def forward(self, x):
+        return rms_norm(x, self.normalized_shape, self.weight, self.eps)
+
+    def extra_repr(self):
+        return (
+            f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}"
+        )
