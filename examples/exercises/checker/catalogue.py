@@ -197,7 +197,7 @@ def _embedding_cases(rng):
         return Case({"weight": _normal(rng, v, d)}, {"ids": ids}, square=(v == d))
 
     return [
-        case(4, 4, [1, 3, 0, 2]),
+        case(4, 4, [1, 3, 1, 2]),
         case(5, 3, [1, 3, 1, 4, 1]),  # id 1 three times: its row gets three gradients
         case(6, 2, [[0, 5, 5], [2, 0, 3]]),  # ids of any shape
     ]

@@ -33,7 +33,8 @@ NUMERICAL_ATOL, NUMERICAL_RTOL = 1e-5, 1e-3
 class Finding:
     """The verdict on one gradient in one case. `kinds` names the problem and the hints that
     fired (for tests and autograders): none, type, shape, dtype, nonfinite, values, transposed,
-    reduce, expand, layout, zeros, sign, factor, offset, hint."""
+    reduce, expand, layout, zeros, sign, factor (named: the factor is a named size),
+    offset, hint (an exercise's own hint)."""
 
     ok: bool
     problem: str = ""
@@ -82,18 +83,25 @@ def _sum_to(a, shape, axes):
     return a.sum(axis=axes, keepdims=True).reshape(shape) if axes else a.reshape(shape)
 
 
+def _dims(axes) -> str:
+    if len(axes) == 1:
+        return f"dim {axes[0]}"
+    return "dims " + ", ".join(str(a) for a in axes[:-1]) + f" and {axes[-1]}"
+
+
 def _describe_axes(axes, lead):
+    """'dim 0, which broadcasting added, and dim 2, which it stretched from size 1 (...)'."""
     added = [a for a in axes if a < lead]
     stretched = [a for a in axes if a >= lead]
     words = []
     if added:
-        words.append(f"the leading dim{'s' if len(added) > 1 else ''} {added} it added")
+        words.append(f"{_dims(added)}, which broadcasting added in front")
     if stretched:
         words.append(
-            f"dim{'s' if len(stretched) > 1 else ''} {stretched} it stretched from size 1 "
-            "(keep them as size 1: keepdims=True)"
+            f"{_dims(stretched)}, which it stretched from size 1 (sum with keepdims=True so "
+            f"{'they stay' if len(stretched) > 1 else 'it stays'} size 1)"
         )
-    return " and ".join(words)
+    return ", and ".join(words)
 
 
 def _returned_wrongly(yours, like):
@@ -133,7 +141,8 @@ def _shape_finding(yours, expected, output_shape):
         kinds={"shape"},
     )
     hint = None
-    if yours.ndim >= 2 and yours.shape == _swap(expected).shape and _close(yours, _swap(expected)):
+    transposable = yours.ndim >= 2 and expected.ndim >= 2
+    if transposable and yours.shape == _swap(expected).shape and _close(yours, _swap(expected)):
         finding.kinds.add("transposed")
         hint = (
             "your gradient is exactly the transpose of the right one: check the order of the "
@@ -146,7 +155,7 @@ def _shape_finding(yours, expected, output_shape):
         hint = (
             f"forgot to reduce a broadcast? {yours.shape} is the broadcast shape; the forward "
             f"stretched this input to it, so its gradient must be summed over "
-            f"{_describe_axes(axes, lead)}, back to {expected.shape}"
+            f"{_describe_axes(axes, lead)}, to get back to {expected.shape}"
         )
         if _close(_sum_to(yours, expected.shape, axes), expected):
             hint += ". After that sum your values would be right"
@@ -233,12 +242,10 @@ def _value_hints(yours, expected, constants):
     if energy > 0:
         c = float(yours.reshape(-1) @ flat_e) / energy
         if _close(yours, c * expected) and not np.isclose(c, 1.0, rtol=1e-4):
-            hint = (
-                f"off by a constant factor: yours is {_number(c)} × the right gradient on every "
-                "element"
-            )
+            hint = f"off by a constant factor: yours is {_number(c)} × the right gradient"
             named = _named_factor(c, constants)
-            return [hint + (f". {named}" if named else "")], {"factor"}, c
+            kinds = {"factor", "named"} if named else {"factor"}
+            return [hint + (f". {named}" if named else "")], kinds, c
     if yours.ndim >= 2 and yours.shape[-1] == yours.shape[-2] and _close(yours, _swap(expected)):
         return (
             [
@@ -256,9 +263,9 @@ def _value_hints(yours, expected, constants):
             if np.allclose(error, along, rtol=RTOL, atol=ATOL):
                 return (
                     [
-                        f"the error is the same for every element along dim {axis} (it changes only "
-                        f"across the other dims): a missing or extra term that is constant along "
-                        f"dim {axis}, such as a mean or sum over dim {axis}?"
+                        f"the error is the same for every element along dim {axis} (it changes "
+                        "only across the other dims): a missing or extra term that is constant "
+                        f"along dim {axis}, such as a mean or sum over dim {axis}?"
                     ],
                     {"offset"},
                     None,
@@ -311,20 +318,20 @@ def dtype_finding(yours, dtype) -> Finding:
     """A gradient whose dtype differs from its input's."""
     if yours.dtype.kind != "f":
         hint = (
-            f"an {yours.dtype} gradient cannot be right: did you return a mask (x > 0) without "
+            f"Yours is {yours.dtype}: did you return a mask (x > 0) without "
             "multiplying it by g, or start from np.zeros_like of an integer array?"
         )
     elif yours.dtype.itemsize > np.dtype(dtype).itemsize:
         hint = (
-            f"a {yours.dtype} array crept in: np.zeros(shape) and np.ones(shape) default to "
+            f"A {yours.dtype} array crept in: np.zeros(shape) and np.ones(shape) default to "
             "float64 (pass dtype=g.dtype or use np.zeros_like), and a NumPy float64 scalar such "
             "as np.sqrt(d) promotes float32 arrays (use math.sqrt for Python numbers)"
         )
     else:
-        hint = "a lower-precision array crept in (an explicit astype or dtype= somewhere?)"
+        hint = "A lower-precision array crept in (an explicit astype or dtype= somewhere?)"
     return Finding(
         False,
         f"wrong dtype: your gradient is {yours.dtype}, the input is {np.dtype(dtype)}",
-        hints=[hint + "; the gradient must have the input's dtype"],
+        hints=[f"a gradient must have its input's dtype ({np.dtype(dtype)}). " + hint],
         kinds={"dtype"},
     )

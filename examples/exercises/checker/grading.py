@@ -230,12 +230,12 @@ def run_case(cls, part: Part, case: Case, rng, path: Path | None, check_values=T
 
 
 def _square_only_hint(outcomes, failed_labels):
-    """Fires when every square case passes and some non-square case fails."""
+    """Fires when every square case passes and every non-square one fails."""
     square = [o for o in outcomes if o.values_checked and o.case.square]
     other = [o for o in outcomes if o.values_checked and not o.case.square]
     if not square or not other or any(o.label in failed_labels for o in square):
         return None
-    if not any(o.label in failed_labels for o in other):
+    if not all(o.label in failed_labels for o in other):
         return None
     return (
         "right on the square shapes, wrong on the others: two dims of the same size were mixed "
@@ -244,10 +244,28 @@ def _square_only_hint(outcomes, failed_labels):
     )
 
 
+def _setting_hint(outcomes, failed_labels):
+    """Fires when an option (dim, approximate, ...) separates the passing and failing cases."""
+    checked = [o for o in outcomes if o.values_checked]
+    for key in checked[0].case.params:
+        values = [o.case.params.get(key) for o in checked]
+        if not all(isinstance(v, (str, int, float, bool)) for v in values):
+            continue  # ids and targets: not a setting
+        good = {v for o, v in zip(checked, values) if o.label not in failed_labels}
+        bad = {v for o, v in zip(checked, values) if o.label in failed_labels}
+        if good and bad and not good & bad:
+            show = lambda vs, k=key: " or ".join(f"{k}={v!r}" for v in sorted(vs, key=repr))
+            return (
+                f"right with {show(good)}, wrong with {show(bad)}: look at how your code uses "
+                f"self.{key} (or where it assumes one value of it)"
+            )
+    return None
+
+
 def _factor_hint(failures):
     """When every failing case is off by a factor that changes with the shape, list them."""
     factors = [(label, f.factor) for label, f in failures if f.factor not in (None, -1.0)]
-    if len(factors) < 2 or len(factors) != len(failures):
+    if len(factors) < 2 or len(factors) != len(failures) or "named" in failures[0][1].kinds:
         return None
     values = {round(c, 6) for _, c in factors}
     if len(values) == 1:
@@ -318,6 +336,10 @@ def _summarize(part, outcomes) -> PartReport:
     if square:
         report.hints.append(square)
         report.kinds.add("square-only")
+    setting = _setting_hint(outcomes, failed_labels)
+    if setting:
+        report.hints.append(setting)
+        report.kinds.add("setting")
     if failed_labels:
         report.status = "fail"
     return report
