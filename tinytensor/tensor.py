@@ -37,6 +37,8 @@ def _as_array(data, dtype=None, device=None):
         raise TypeError(f"tensor: cannot make a tensor from {type(data).__name__}: {e}") from None
     if arr.dtype == object:
         raise ValueError("tensor: the nested lists are ragged or hold non-numbers")
+    if arr.dtype.kind not in "biuf":  # strings, complex, dates: no tinytensor dtype holds them
+        raise TypeError(f"tensor: cannot make a tensor from data of dtype {arr.dtype}")
     if dtype is None:
         if arr.dtype.kind == "f" and not from_array:
             arr = arr.astype(dtypes.get_default_dtype())  # Python floats: the default dtype
