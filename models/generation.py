@@ -3,15 +3,15 @@
 `next_tokens` picks one token per row from the last position's logits. The loops call a model
 through a small protocol, so every architecture shares them:
 
-- decoder-only (GPT): `model(ids, attention_mask=..., past_key_values=..., use_cache=...)`
-  returns an output with `logits` (B, T, V) and `past_key_values`.
+- decoder-only (GPT): `model(ids, attention_mask=..., cache=...)` returns an output with
+  `logits` (B, T, V).
 - encoder-decoder (T5, BART): `model.encode(input_ids, attention_mask)` once, then
-  `model.decode(decoder_ids, encoder_output, attention_mask, past_key_values, use_cache)`
-  per step, returning the same kind of output.
+  `model.decode(decoder_ids, encoder_output, attention_mask, cache)` per step, returning the
+  same kind of output.
 
-With `use_cache=True` only the newest token goes through the model at each step (the keys and
-values of earlier ones are cached); the tokens are exactly those of `use_cache=False`, which
-re-runs the whole sequence each step (the tests check this).
+With `use_cache=True` only the newest token goes through the model at each step: the keys and
+values of earlier ones wait in an `nn.KVCache`, which the model fills in place. The tokens are
+exactly those of `use_cache=False`, which re-runs the whole sequence each step (tested).
 """
 
 from __future__ import annotations
@@ -133,17 +133,12 @@ def generate_decoder_only(
     pad = int(pad_token_id if pad_token_id is not None else (eos[0] if eos is not None else 0))
     device = next(model.parameters()).device
     done = np.zeros(len(ids), dtype=bool)
-    past, fresh = None, ids
+    cache = tt.nn.KVCache() if use_cache else None
+    fresh = ids
     for _ in range(max_new_tokens):
         step_ids = fresh if use_cache else ids
         mask_t = None if mask is None else tt.tensor(mask, device=device)
-        out = model(
-            tt.tensor(step_ids, device=device),
-            attention_mask=mask_t,
-            past_key_values=past,
-            use_cache=use_cache,
-        )
-        past = out.past_key_values if use_cache else None
+        out = model(tt.tensor(step_ids, device=device), attention_mask=mask_t, cache=cache)
         token = next_tokens(out.logits[:, -1, :], do_sample, temperature, top_k, top_p, generator)
         token = np.where(done, pad, token)
         ids = np.concatenate([ids, token[:, None]], axis=1)
@@ -201,13 +196,10 @@ def generate_encoder_decoder(
         )  # fmt: skip
     out_ids = np.full((len(ids), 1), start, dtype=np.int64)
     done = np.zeros(len(ids), dtype=bool)
-    past = None
-    for _ in range(max_new_tokens):
-        step_ids = out_ids[:, -1:] if (use_cache and past is not None) else out_ids
-        out = model.decode(
-            tt.tensor(step_ids, device=device), encoder_output, src_mask, past, use_cache
-        )
-        past = out.past_key_values if use_cache else None
+    cache = tt.nn.KVCache() if use_cache else None
+    for step in range(max_new_tokens):
+        step_ids = out_ids[:, -1:] if (use_cache and step > 0) else out_ids
+        out = model.decode(tt.tensor(step_ids, device=device), encoder_output, src_mask, cache)
         token = next_tokens(out.logits[:, -1, :], do_sample, temperature, top_k, top_p, generator)
         token = np.where(done, pad, token)
         out_ids = np.concatenate([out_ids, token[:, None]], axis=1)
@@ -222,8 +214,9 @@ def reorder_cache(past, index: np.ndarray):
     """Selects batch rows `index` of every tensor in a (nested) KV cache (beam search)."""
     if past is None:
         return None
-    if hasattr(past, "reorder"):
-        return past.reorder(index)
+    if hasattr(past, "reorder"):  # nn.KVCache: reordered in place
+        past.reorder(index)
+        return past
     if isinstance(past, tt.Tensor):
         return past[tt.tensor(index, device=past.device)]
     if isinstance(past, (list, tuple)):
@@ -248,10 +241,10 @@ def _beam_search(
     scores[:, 1:] = -np.inf  # at the start all beams are equal: keep one
     finished = [[] for _ in range(batch)]  # (normalized score, ids) per row
     row_done = np.zeros(batch, dtype=bool)
-    past = None
-    for _ in range(max_new_tokens):
-        step_ids = seqs[:, -1:] if (use_cache and past is not None) else seqs
-        out = model.decode(tt.tensor(step_ids, device=device), enc, enc_mask, past, use_cache)
+    cache = tt.nn.KVCache() if use_cache else None
+    for step in range(max_new_tokens):
+        step_ids = seqs[:, -1:] if (use_cache and step > 0) else seqs
+        out = model.decode(tt.tensor(step_ids, device=device), enc, enc_mask, cache)
         logits = out.logits[:, -1, :].numpy().astype(np.float64)
         logp = logits - logits.max(-1, keepdims=True)
         logp = logp - np.log(np.exp(logp).sum(-1, keepdims=True))
@@ -285,7 +278,7 @@ def _beam_search(
         index = (np.arange(batch)[:, None] * num_beams + new_beam).reshape(-1)
         seqs = np.concatenate([seqs[index], new_token.reshape(-1, 1)], axis=1)
         scores = new_scores
-        past = reorder_cache(out.past_key_values, index) if use_cache else None
+        cache = reorder_cache(cache, index)
         if row_done.all():
             break
     results = []

@@ -10,9 +10,11 @@ the bottom of each model file) and write the same layout back, so transformers c
     model.save_pretrained("out/")                                      # transformers can load it
 
 Name mapping: a model's `HF_NAMES` dict maps our parameter names, with every layer index written
-`{}`, to HF's: `"blocks.{}.attn.qkv.weight": "h.{}.attn.c_attn.weight"`. HF names are written
-without the base-model prefix ("transformer.", "bert.", "model."): files written by the task
-heads carry it, files written by base models (and older checkpoints) do not; both load.
+`{}`, to HF's: `"blocks.{}.norm1.weight": "h.{}.ln_1.weight"`. A value `(name, part, parts)`
+says our tensor is slice `part` of `parts` equal slices of HF's along its last dim (GPT-2 fuses
+q, k and v into one c_attn). HF names are written without the base-model prefix
+("transformer.", "bert.", "model."): files written by the task heads carry it, files written by
+base models (and older checkpoints) do not; both load.
 """
 
 from __future__ import annotations
@@ -113,13 +115,15 @@ def save_checkpoint(path, config: dict, weights: dict) -> None:
 # ---- name mapping -------------------------------------------------------------------------------
 
 
-def hf_name(ours: str, names: dict) -> str:
-    """Our parameter name -> HF's (without the base-model prefix), via a model's HF_NAMES."""
+def hf_name(ours: str, names: dict) -> tuple:
+    """Our parameter name -> (HF name without the base prefix, part, parts), via HF_NAMES."""
     indices = _INDEX.findall(ours)
     pattern = _INDEX.sub("{}", ours)
     if pattern not in names:
         raise KeyError(f"no HuggingFace name is known for parameter {ours!r} ({pattern!r})")
-    return names[pattern].format(*indices)
+    entry = names[pattern]
+    name, part, parts = (entry, 0, 1) if isinstance(entry, str) else entry
+    return name.format(*indices), part, parts
 
 
 def state_from_hf(model, weights: dict, path="<weights>") -> dict:
@@ -138,11 +142,13 @@ def state_from_hf(model, weights: dict, path="<weights>") -> dict:
         by_name[short] = array
     state, used, missing = {}, set(), []
     for ours, param in model.named_parameters():
-        theirs = hf_name(ours, model.HF_NAMES)
+        theirs, part, parts = hf_name(ours, model.HF_NAMES)
         if theirs not in by_name:
             missing.append(theirs)
             continue
         array = by_name[theirs]
+        if parts > 1:
+            array = np.split(array, parts, axis=-1)[part]
         if _INDEX.sub("{}", ours) in model.HF_TRANSPOSED:
             array = array.T
         if tuple(array.shape) != tuple(param.shape):
@@ -174,16 +180,16 @@ def state_from_hf(model, weights: dict, path="<weights>") -> dict:
 
 def state_to_hf(model) -> dict:
     """{HF name with the base prefix: float32 numpy array} for `save_pretrained`."""
-    weights = {}
+    pieces = {}  # HF name -> list of its parts
     for ours, param in model.named_parameters():
         array = param.numpy().astype(np.float32)
         if _INDEX.sub("{}", ours) in model.HF_TRANSPOSED:
             array = array.T
-        theirs = hf_name(ours, model.HF_NAMES)
+        theirs, part, parts = hf_name(ours, model.HF_NAMES)
         if not theirs.startswith(model.HF_UNPREFIXED):
             theirs = model.HF_PREFIX + theirs
-        weights[theirs] = array
-    return weights
+        pieces.setdefault(theirs, [None] * parts)[part] = array
+    return {name: np.concatenate(parts, axis=-1) for name, parts in pieces.items()}
 
 
 def load_into(model, path) -> None:
@@ -277,3 +283,26 @@ class HFCheckpointMixin:
     def save_pretrained(self, path) -> None:
         """Writes config.json and model.safetensors in HF's naming (transformers loads them)."""
         save_checkpoint(path, self.config.to_hf(), state_to_hf(self))
+
+
+# HF activation names -> nn.FeedForward's
+_ACTIVATIONS = {
+    "gelu": "gelu",
+    "gelu_new": "gelu_tanh",
+    "gelu_pytorch_tanh": "gelu_tanh",
+    "gelu_fast": "gelu_tanh",
+    "relu": "relu",
+    "silu": "silu",
+    "swish": "silu",
+}
+_ACTIVATIONS_BACK = {"gelu": "gelu", "gelu_tanh": "gelu_new", "relu": "relu", "silu": "silu"}
+
+
+def activation_from_hf(name: str) -> str:
+    if name not in _ACTIVATIONS:
+        raise CheckpointError(f"from_pretrained: activation {name!r} is not supported")
+    return _ACTIVATIONS[name]
+
+
+def activation_to_hf(name: str) -> str:
+    return _ACTIVATIONS_BACK[name]
