@@ -317,14 +317,15 @@ class _Packer:
         return name
 
     def pack(self, obj, path: list[str]):
+        # numpy scalars first: np.float64 is a subclass of float and would lose its type
+        if isinstance(obj, np.generic) and obj.dtype.newbyteorder("=") in _CODE_OF_DTYPE:
+            return {"numpy": str(obj.dtype), "value": self.pack(obj.item(), path)}
         if obj is None or isinstance(obj, (bool, str)):
             return obj
         if isinstance(obj, int):
             return int(obj)
         if isinstance(obj, float):
             return float(obj) if math.isfinite(obj) else {"float": repr(float(obj))}
-        if isinstance(obj, np.generic) and obj.dtype.newbyteorder("=") in _CODE_OF_DTYPE:
-            return {"numpy": str(obj.dtype), "value": self.pack(obj.item(), path)}
         if isinstance(obj, (Tensor, np.ndarray)) or is_cupy_array(obj):
             return self.pack_array(obj, path)
         if isinstance(obj, dict):

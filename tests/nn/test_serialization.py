@@ -69,7 +69,14 @@ def test_round_trip_is_bit_exact_for_nested_objects(tmp_path):
         "numbers": [1, -(2**70), 0.1, float("nan"), float("inf"), -float("inf"), -0.0, True, None],
         "text": "déjà vu ✓",
         "tuple_keys": {(1, "a"): "x", 2.5: "y", None: "z", False: "w"},
-        "numpy": {"array": np.arange(6).reshape(2, 3), "f32": np.float32(0.1), "i": np.int64(9)},
+        "numpy": {
+            "array": np.arange(6).reshape(2, 3),
+            "f32": np.float32(0.1),
+            "i": np.int64(9),
+            "f64": np.float64(0.3),
+            "nan": np.float16("nan"),
+            "b": np.bool_(True),
+        },
         "empty": {"dict": {}, "list": [], "tuple": ()},
     }
     path = tmp_path / "ckpt.safetensors"
