@@ -99,7 +99,14 @@ def device_of(array) -> Device:
 
 def array_module_for(device) -> object:
     """numpy for 'cpu', cupy for 'cuda' (with a clear error if cupy is unusable)."""
-    return cupy_module() if Device(device).type == "cuda" else np
+    if Device(device).type != "cuda":
+        return np
+    from . import cuda
+
+    if not cuda.is_available():  # else CuPy fails later with a bare driver error
+        cupy_module()  # says why, if CuPy itself is missing
+        raise RuntimeError("cannot create a tensor on 'cuda': no CUDA GPU is available")
+    return cupy_module()
 
 
 def move_array(array, device):
