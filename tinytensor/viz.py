@@ -272,6 +272,8 @@ def _tensor_label(t, kind, name, outputs, show_grad):
     lines = [name] if name else []
     device = "" if t.device.type == "cpu" else f" {t.device}"
     lines.append(f"{tuple(t.shape)} {t.dtype}{device}")
+    if t.data.size == 1 and kind != "input / constant":  # e.g. the loss: show its value
+        lines.append(f"= {_format_numbers(t.numpy().reshape(()))}")
     if show_grad and t.grad is not None:
         g = t.grad.numpy()
         if g.size <= _TINY:

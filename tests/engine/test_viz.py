@@ -108,7 +108,7 @@ def test_labels_name_ops_shapes_dtypes_and_parameters():
     assert by_label(nodes, "fc.bias")[0]["label"] == "fc.bias\\n(2,) float32"
     assert by_label(nodes, "input")[0]["label"] == "input\\n(4, 3) float32"
     assert len(by_label(nodes, "(4, 2) float32")) == 3  # x@w, +b, relu
-    assert by_label(nodes, "output")[0]["label"] == "output\\n() float32"
+    assert by_label(nodes, "output")[0]["label"] == f"output\\n() float32\\n= {loss.item():.4g}"
 
 
 def test_fused_op_names_appear():
