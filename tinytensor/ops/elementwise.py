@@ -122,6 +122,8 @@ class PowScalar(Function):
     def backward(self, g):
         if self.p == 2:
             return g * 2 * self.x
+        if self.p == 0:  # NOTE: x⁰ = 1 is constant: gradient 0 even at x = 0 (not 0·0⁻¹ = nan)
+            return g * 0
         return g * self.p * self.x ** (self.p - 1)
 
 

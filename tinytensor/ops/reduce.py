@@ -60,7 +60,29 @@ class Var(Function):
 
     def backward(self, g):
         g = _restore_dims(g, self.axes, self.keepdim)
-        return g * self.centered * (2.0 / self.denominator)
+        # n ≤ correction: the variance is nan, and so is its gradient (as PyTorch)
+        scale = 2.0 / self.denominator if self.denominator else float("nan")
+        return g * self.centered * scale
+
+
+class Std(Var):
+    """z = √var(x);  dL/dx = g·(x - x̄) / ((n - correction)·z).
+
+    NOTE: 0 where z = 0 (constant data), as PyTorch, rather than the chain rule's ∞·0 = nan.
+    """
+
+    def forward(self, x, axes=(), keepdim=False, correction=1):
+        xp = get_array_module(x)
+        self.z = xp.sqrt(super().forward(x, axes, keepdim=True, correction=correction))
+        self.keepdim = keepdim
+        return self.z if keepdim else xp.squeeze(self.z, axis=axes)
+
+    def backward(self, g):
+        xp = get_array_module(g)
+        g = _restore_dims(g, self.axes, self.keepdim)
+        safe = xp.where(self.z == 0, 1, self.z)
+        scale = 1.0 / self.denominator if self.denominator else float("nan")
+        return xp.where(self.z == 0, 0, g * self.centered * scale / safe)
 
 
 class _Extreme(Function):
@@ -158,7 +180,9 @@ def var(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
 
 
 def std(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
-    return var(x, dim, unbiased, keepdim, correction=correction).sqrt()
+    """Standard deviation √var; `correction` as in `var`."""
+    axes = normalize_dims(dim, x.ndim, "std")
+    return Std.apply(x, axes=axes, keepdim=keepdim, correction=_correction(unbiased, correction))
 
 
 def _extreme(op, x, dim, keepdim, arg):
