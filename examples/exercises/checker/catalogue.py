@@ -188,6 +188,7 @@ def _gelu_cases(rng):
         Case({"x": 2 * _normal(rng, 3, 4)}, {"approximate": "none"}),
         Case({"x": 2 * _normal(rng, 2, 5)}, {"approximate": "tanh"}),
         Case({"x": 2 * _normal(rng, 2, 3, 2)}, {"approximate": "none"}),
+        Case({"x": 2 * _normal(rng, 3, 3)}, {"approximate": "tanh"}),
     ]
 
 

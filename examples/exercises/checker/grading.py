@@ -36,6 +36,7 @@ class CaseError:
     kind: str  # not_implemented, forward, backward, forward_changed, count, setup
     message: str
     location: str = ""  # "11_layernorm.py, line 42:  gx = ..."
+    hint: str = ""
 
 
 @dataclass
@@ -181,6 +182,12 @@ def run_case(cls, part: Part, case: Case, rng, path: Path | None, check_values=T
         return outcome
     except Exception as e:
         outcome.error = CaseError("backward", _describe_exception(e), _where(e, path))
+        if isinstance(e, ValueError) and any(w in str(e) for w in ("shape", "mismatch", "broadc")):
+            shapes = ", ".join(f"{k} {tuple(a.shape)}" for k, a in case.arrays.items())
+            outcome.error.hint = (
+                f"a shape mismatch: here g is {tuple(out.shape)} and the inputs are {shapes}; "
+                "write the shape of each intermediate next to its line and check every product"
+            )
         return outcome
     n = len(tensors)
     if not isinstance(grads, (tuple, list)):

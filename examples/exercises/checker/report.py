@@ -100,6 +100,8 @@ def _part_lines(part: PartReport, s: Style, path_name: str) -> list[str]:
         lines += _wrap(error.message, "        ")
         if error.location:
             lines += _wrap(error.location, "        ", "at ")
+        if error.hint:
+            lines += _hint_lines([error.hint], "        ", s)
     width = max(len(v.name) for v in part.inputs)
     for verdict in part.inputs:
         name = s(verdict.name.ljust(width), "bold")
