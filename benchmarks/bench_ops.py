@@ -10,9 +10,10 @@ leaf gradients. Each case runs forward, then backward with an explicit output gr
 extra `sum` node is timed), then clears the leaves' `.grad`, identically in both libraries.
 
 Fairness:
-- PyTorch runs with `torch.set_num_threads(1)`: NumPy's elementwise kernels are single-threaded
-  and OpenBLAS does not thread 16x16 products, so one thread each compares like with like (and
-  this machine has 2 cores, where intra-op threads mostly add noise at these sizes).
+- One thread each: PyTorch runs with `torch.set_num_threads(1)` and OpenBLAS (NumPy's matmul)
+  with OPENBLAS_NUM_THREADS=1 unless set otherwise. NumPy's elementwise kernels are
+  single-threaded anyway; at these sizes threads only add synchronization, and on a busy 2-core
+  machine OpenBLAS's threads made small matmuls several times slower.
 - Both libraries compute in float32 on the same shapes; the timer takes the best of several
   repeats of many iterations (the usual `timeit` practice: the minimum is the least disturbed).
 - OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE, where the machine sets them, slow NumPy's BLAS; they are
@@ -27,11 +28,14 @@ import os
 import platform
 import time
 
-import numpy as np
-import tinytensor.nn.functional as ttF
-import torch
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # before NumPy loads OpenBLAS: see above
 
-import tinytensor as tt
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+import tinytensor as tt  # noqa: E402
+
+ttF = tt.nn.functional
 
 N = 16  # side of the small square tensors
 BATCH, IN, HIDDEN, CLASSES = 32, 16, 64, 4  # the MLP training step
