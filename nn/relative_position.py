@@ -40,8 +40,9 @@ def relative_position_bucket(
     is_small = distance < max_exact
     # np.maximum(..., 1) only avoids log(0) warnings: those entries take the `is_small` branch
     scaled = np.maximum(distance, 1).astype(np.float32) / max_exact
-    log_ratio = np.log(scaled) / math.log(max_distance / max_exact)
-    if_large = max_exact + (log_ratio * (num_buckets - max_exact)).astype(np.int64)
+    with np.errstate(divide="ignore", invalid="ignore"):  # max_distance = max_exact: as HF
+        log_ratio = np.log(scaled) / math.log(max_distance / max_exact)
+        if_large = max_exact + (log_ratio * (num_buckets - max_exact)).astype(np.int64)
     if_large = np.minimum(if_large, num_buckets - 1)
     return buckets + np.where(is_small, distance, if_large)
 
