@@ -126,6 +126,16 @@ def hf_name(ours: str, names: dict) -> tuple:
     return name.format(*indices), part, parts
 
 
+def _named_tensors(model):
+    """Parameters, then persistent buffers (BART's final_logits_bias): what a checkpoint holds."""
+    yield from model.named_parameters()
+    modules = dict(model.named_modules())
+    for name, buffer in model.named_buffers():
+        module_name, _, short = name.rpartition(".")
+        if short not in modules[module_name]._non_persistent:
+            yield name, buffer
+
+
 def state_from_hf(model, weights: dict, path="<weights>") -> dict:
     """Picks and reshapes the HF tensors for every parameter of `model`: {our name: array}.
 
@@ -141,7 +151,7 @@ def state_from_hf(model, weights: dict, path="<weights>") -> dict:
         short = name[len(prefix) :] if prefix and name.startswith(prefix) else name
         by_name[short] = array
     state, used, missing = {}, set(), []
-    for ours, param in model.named_parameters():
+    for ours, param in _named_tensors(model):
         theirs, part, parts = hf_name(ours, model.HF_NAMES)
         if theirs not in by_name:
             missing.append(theirs)
@@ -181,7 +191,7 @@ def state_from_hf(model, weights: dict, path="<weights>") -> dict:
 def state_to_hf(model) -> dict:
     """{HF name with the base prefix: float32 numpy array} for `save_pretrained`."""
     pieces = {}  # HF name -> list of its parts
-    for ours, param in model.named_parameters():
+    for ours, param in _named_tensors(model):
         array = param.numpy().astype(np.float32)
         if _INDEX.sub("{}", ours) in model.HF_TRANSPOSED:
             array = array.T
@@ -195,7 +205,7 @@ def state_to_hf(model) -> dict:
 def load_into(model, path) -> None:
     """Loads the weights of checkpoint folder `path` into `model`'s parameters, in place."""
     state = state_from_hf(model, load_weights(path), path=repr(os.fspath(path)))
-    params = dict(model.named_parameters())
+    params = dict(_named_tensors(model))
     for name, array in state.items():
         params[name].data = _to_like(array, params[name].data)
 

@@ -1,0 +1,266 @@
+"""BART: a denoising sequence-to-sequence Transformer (BERT-like encoder, GPT-like decoder).
+
+Lewis et al. 2020, "BART: Denoising Sequence-to-Sequence Pre-training for Natural Language
+Generation, Translation, and Comprehension". Post-LN encoder and decoder blocks, learned
+positions stored with HF's offset of 2 (rows 0 and 1 are never used), a LayerNorm on the
+embeddings (layernorm_embedding), optional √d_model embedding scaling (scale_embedding), and an
+LM head tied to the shared embedding plus final_logits_bias. Pretrained on text infilling and
+sentence permutation (collators.bart_denoising_batch).
+
+    model = BART(BARTConfig(vocab_size=99, d_model=32, n_layer=2, n_head=4, d_ff=37))
+    out = model(input_ids, attention_mask, labels=labels)
+    ids = model.generate(input_ids, max_new_tokens=10, num_beams=3)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tinytensor.nn import functional as F
+
+import tinytensor as tt
+from tinytensor import nn
+
+from .collators import shift_tokens_right
+from .generation import generate_encoder_decoder
+from .hf import HFCheckpointMixin, activation_from_hf, activation_to_hf
+from .output import ModelOutput
+
+POSITION_OFFSET = 2  # NOTE: HF's BartLearnedPositionalEmbedding looks up position + 2
+
+
+@dataclass
+class BARTConfig:
+    vocab_size: int = 50265  # tokens
+    max_position_embeddings: int = 1024  # longest sequence (the table has 2 more rows)
+    d_model: int = 768  # width
+    n_layer: int = 6  # encoder blocks; HF encoder_layers
+    n_decoder_layer: int | None = None  # decoder blocks (None: n_layer); HF decoder_layers
+    n_head: int = 12  # attention heads (HF encoder/decoder_attention_heads)
+    d_ff: int = 3072  # FFN hidden size; HF encoder/decoder_ffn_dim
+    activation: str = "gelu"  # HF activation_function (exact GELU)
+    dropout: float = 0.1  # residual branches, FFN and attention probabilities
+    scale_embedding: bool = False  # multiply token embeddings by √d_model
+    layer_norm_eps: float = 1e-5  # LayerNorm eps
+    pad_token_id: int = 1  # <pad>
+    bos_token_id: int = 0  # <s>
+    eos_token_id: int = 2  # </s>
+    decoder_start_token_id: int = 2  # first decoder input (</s>, as BART)
+
+    def __post_init__(self):
+        if self.n_decoder_layer is None:
+            self.n_decoder_layer = self.n_layer
+
+    @classmethod
+    def from_hf(cls, c: dict) -> BARTConfig:
+        if c.get("encoder_attention_heads") != c.get("decoder_attention_heads") or c.get(
+            "encoder_ffn_dim"
+        ) != c.get("decoder_ffn_dim"):
+            raise ValueError("BART: encoder and decoder must have the same heads and FFN size")
+        return cls(
+            vocab_size=c["vocab_size"],
+            max_position_embeddings=c.get("max_position_embeddings", 1024),
+            d_model=c["d_model"],
+            n_layer=c["encoder_layers"],
+            n_decoder_layer=c.get("decoder_layers"),
+            n_head=c["encoder_attention_heads"],
+            d_ff=c["encoder_ffn_dim"],
+            activation=activation_from_hf(c.get("activation_function", "gelu")),
+            dropout=c.get("dropout", 0.1),
+            scale_embedding=c.get("scale_embedding", False),
+            pad_token_id=c.get("pad_token_id", 1),
+            bos_token_id=c.get("bos_token_id", 0),
+            eos_token_id=c.get("eos_token_id", 2),
+            decoder_start_token_id=c.get("decoder_start_token_id", 2),
+        )
+
+    def to_hf(self) -> dict:
+        return {
+            "model_type": "bart",
+            "architectures": ["BartForConditionalGeneration"],
+            "is_encoder_decoder": True,
+            "vocab_size": self.vocab_size,
+            "max_position_embeddings": self.max_position_embeddings,
+            "d_model": self.d_model,
+            "encoder_layers": self.n_layer,
+            "decoder_layers": self.n_decoder_layer,
+            "encoder_attention_heads": self.n_head,
+            "decoder_attention_heads": self.n_head,
+            "encoder_ffn_dim": self.d_ff,
+            "decoder_ffn_dim": self.d_ff,
+            "activation_function": activation_to_hf(self.activation),
+            "dropout": self.dropout,
+            "attention_dropout": self.dropout,
+            "activation_dropout": self.dropout,
+            "scale_embedding": self.scale_embedding,
+            "pad_token_id": self.pad_token_id,
+            "bos_token_id": self.bos_token_id,
+            "eos_token_id": self.eos_token_id,
+            "decoder_start_token_id": self.decoder_start_token_id,
+            "forced_eos_token_id": self.eos_token_id,
+            "tie_word_embeddings": True,
+        }
+
+
+class BARTEmbeddings(nn.Module):
+    """scale · token embedding (shared) + learned position (offset 2), then layernorm_embedding
+    and dropout. The encoder and the decoder each have one, with their own positions."""
+
+    def __init__(self, config: BARTConfig, shared: nn.Embedding):
+        super().__init__()
+        self.tokens = shared  # the shared table, not a copy
+        self.positions = nn.LearnedPositionalEmbedding(
+            config.max_position_embeddings + POSITION_OFFSET, config.d_model
+        )
+        self.norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
+        self.drop = nn.Dropout(config.dropout)
+        self.scale = config.d_model**0.5 if config.scale_embedding else 1.0
+
+    def forward(self, ids, offset=0):
+        x = self.tokens(ids) * self.scale + self.positions(ids.shape[1], offset + POSITION_OFFSET)
+        return self.drop(self.norm(x))  # (B, T, D)
+
+
+class BART(HFCheckpointMixin, nn.Module):
+    """BART for conditional generation (HF's BartForConditionalGeneration)."""
+
+    config_class = BARTConfig
+
+    def __init__(self, config: BARTConfig):
+        super().__init__()
+        self.config = config
+        options = dict(
+            d_model=config.d_model,
+            n_heads=config.n_head,
+            d_ff=config.d_ff,
+            dropout=config.dropout,
+            activation=config.activation,
+            norm_first=False,  # Post-LN
+            eps=config.layer_norm_eps,
+        )
+        self.shared = nn.Embedding(config.vocab_size, config.d_model)
+        self.encoder_embeddings = BARTEmbeddings(config, self.shared)
+        self.encoder_blocks = [nn.TransformerEncoderLayer(**options) for _ in range(config.n_layer)]
+        self.decoder_embeddings = BARTEmbeddings(config, self.shared)
+        self.decoder_blocks = [
+            nn.TransformerDecoderLayer(**options) for _ in range(config.n_decoder_layer)
+        ]
+        # HF keeps it as a buffer (not trained, zeros unless a checkpoint set it)
+        self.register_buffer("final_logits_bias", tt.zeros(1, config.vocab_size))
+        self._init_weights()
+
+    def _init_weights(self):
+        """BART's init: N(0, 0.02) weights, zero biases, LayerNorms at identity."""
+        with tt.no_grad():
+            for name, p in self.named_parameters():
+                if name.endswith("bias"):
+                    p.zero_()
+                elif "norm" in name:
+                    p.fill_(1.0)
+                else:
+                    p.normal_(0.0, 0.02)
+            self.shared.weight.data[self.config.pad_token_id] = 0
+
+    def encode(self, input_ids, attention_mask=None):
+        """The encoder's output (B, S, d_model)."""
+        x = self.encoder_embeddings(input_ids)
+        key_mask = None if attention_mask is None else attention_mask.bool()
+        for block in self.encoder_blocks:
+            x = block(x, key_mask=key_mask)
+        return x
+
+    def decode(
+        self, decoder_input_ids, encoder_output, attention_mask=None, cache=None,
+        decoder_attention_mask=None,
+    ) -> ModelOutput:  # fmt: skip
+        """Next-token logits (B, T, vocab); with a `cache` the inputs continue the cached ones."""
+        offset = cache.seq_len if cache is not None else 0
+        x = self.decoder_embeddings(decoder_input_ids, offset)
+        memory_mask = None if attention_mask is None else attention_mask.bool()
+        self_mask = None if decoder_attention_mask is None else decoder_attention_mask.bool()
+        for block in self.decoder_blocks:
+            x = block(
+                x, encoder_output, self_key_mask=self_mask, memory_key_mask=memory_mask,
+                cache=cache,
+            )  # fmt: skip
+        logits = x @ self.shared.weight.T + self.final_logits_bias  # (B, T, vocab)
+        return ModelOutput(logits=logits)
+
+    def forward(
+        self,
+        input_ids,
+        attention_mask=None,
+        decoder_input_ids=None,
+        labels=None,
+        decoder_attention_mask=None,
+    ) -> ModelOutput:
+        """Teacher-forced logits (B, T, vocab); with `labels` (-100 = ignore) the decoder inputs
+        default to shift_tokens_right(labels) and the loss is their cross-entropy."""
+        if decoder_input_ids is None:
+            if labels is None:
+                raise ValueError("BART: pass decoder_input_ids or labels")
+            decoder_input_ids = tt.tensor(
+                shift_tokens_right(
+                    labels.numpy(), self.config.pad_token_id, self.config.decoder_start_token_id
+                ),
+                device=labels.device,
+            )
+        encoder_output = self.encode(input_ids, attention_mask)
+        out = self.decode(
+            decoder_input_ids, encoder_output, attention_mask,
+            decoder_attention_mask=decoder_attention_mask,
+        )  # fmt: skip
+        out.encoder_output = encoder_output
+        if labels is not None:
+            b, t = labels.shape
+            out.loss = F.cross_entropy(out.logits.reshape(b * t, -1), labels.reshape(b * t))
+        return out
+
+    def generate(self, input_ids, max_new_tokens, attention_mask=None, **kwargs):
+        """Encodes once and decodes with a KV cache; kwargs as
+        `generation.generate_encoder_decoder` (num_beams, do_sample, top_k, top_p, ...)."""
+        return generate_encoder_decoder(self, input_ids, max_new_tokens, attention_mask, **kwargs)
+
+    # ---- HuggingFace checkpoints (BartForConditionalGeneration) ---------------------------
+
+    HF_PREFIX = "model."
+    HF_UNPREFIXED = ("final_logits_bias",)
+    HF_TIED = frozenset(
+        {"encoder.embed_tokens.weight", "decoder.embed_tokens.weight", "lm_head.weight"}
+    )
+    HF_NAMES = {
+        "shared.weight": "shared.weight",
+        "final_logits_bias": "final_logits_bias",
+        "encoder_embeddings.positions.weight": "encoder.embed_positions.weight",
+        "encoder_embeddings.norm.weight": "encoder.layernorm_embedding.weight",
+        "encoder_embeddings.norm.bias": "encoder.layernorm_embedding.bias",
+        "decoder_embeddings.positions.weight": "decoder.embed_positions.weight",
+        "decoder_embeddings.norm.weight": "decoder.layernorm_embedding.weight",
+        "decoder_embeddings.norm.bias": "decoder.layernorm_embedding.bias",
+    }
+    for _side in ("encoder", "decoder"):
+        for _ours, _theirs in (
+            ("self_attn.q_proj", "self_attn.q_proj"),
+            ("self_attn.k_proj", "self_attn.k_proj"),
+            ("self_attn.v_proj", "self_attn.v_proj"),
+            ("self_attn.out_proj", "self_attn.out_proj"),
+            ("norm1", "self_attn_layer_norm"),
+            ("ffn.fc_in", "fc1"),
+            ("ffn.fc_out", "fc2"),
+            ("norm2" if _side == "encoder" else "norm3", "final_layer_norm"),
+        ) + (
+            (
+                ("cross_attn.q_proj", "encoder_attn.q_proj"),
+                ("cross_attn.k_proj", "encoder_attn.k_proj"),
+                ("cross_attn.v_proj", "encoder_attn.v_proj"),
+                ("cross_attn.out_proj", "encoder_attn.out_proj"),
+                ("norm2", "encoder_attn_layer_norm"),
+            )
+            if _side == "decoder"
+            else ()
+        ):
+            for _p in ("weight", "bias"):
+                HF_NAMES[f"{_side}_blocks.{{}}.{_ours}.{_p}"] = (
+                    f"{_side}.layers.{{}}.{_theirs}.{_p}"
+                )
+    del _side, _ours, _theirs, _p
