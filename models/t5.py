@@ -13,6 +13,8 @@ d_model^-0.5.
     ids = model.generate(input_ids, max_new_tokens=10, num_beams=3)
 """
 
+# ruff: noqa: E501 - the HF name table at the bottom reads best as one pair per line
+
 from __future__ import annotations
 
 from dataclasses import dataclass
