@@ -227,6 +227,11 @@ NN = [
         lambda m, F, z, t: F.cross_entropy(z, t, ignore_index=2, reduction="none"),
     ),
     case(
+        "ce-all-ignored",
+        [randn(2, 3), np.array([-100, -100])],
+        lambda m, F, z, t: F.cross_entropy(z, t, label_smoothing=0.1),
+    ),
+    case(
         "ce-smoothing",
         [randn(4, 5), ints(5, 4)],
         lambda m, F, z, t: F.cross_entropy(z, t, label_smoothing=0.2),

@@ -114,7 +114,8 @@ class CrossEntropy(Function):
         if self.reduction == "none":
             g = g[:, None]
         elif self.reduction == "mean":
-            g = g / self.count
+            # NOTE: every target ignored: the loss is nan (0/0) but the gradient 0, as PyTorch
+            g = g / (self.count if self.q is not None else xp.maximum(self.count, 1))
         if g_probs is None or not self.needs_input_grad[1]:
             return grad * g, None
         return grad * g, g_probs * g
