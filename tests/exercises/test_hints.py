@@ -303,3 +303,23 @@ def test_the_report_never_prints_the_expected_gradient(name):
     for t in leaves:
         shown = [v for v in t.grad.data.reshape(-1) if f"{v:.6g}" in numbers]
         assert len(shown) <= 1, f"{len(shown)} elements of the right gradient appear in the report"
+
+
+def test_forgetting_g_is_caught_because_a_vjp_is_linear_in_g():
+    class NoG(solution("sigmoid").Sigmoid):
+        def backward(self, g):
+            return self.z * (1 - self.z)
+
+    result = grade("sigmoid", Sigmoid=NoG)
+    assert "linear" in kinds(result) and "not linear in g" in text(result)
+
+
+def test_a_backward_that_edits_its_saved_arrays_is_not_called_nonlinear():
+    class InPlace(solution("softmax_cross_entropy").SoftmaxCrossEntropy):
+        def backward(self, g):
+            grad = self.p  # no copy: changes the saved p, harmless when called once
+            grad[np.arange(len(grad)), self.target] -= 1
+            return grad * g  # and forgets the 1/N
+
+    result = grade("softmax_cross_entropy", SoftmaxCrossEntropy=InPlace)
+    assert "factor" in kinds(result) and "linear" not in kinds(result)

@@ -33,7 +33,7 @@ NUMERICAL_ATOL, NUMERICAL_RTOL = 1e-5, 1e-3
 class Finding:
     """The verdict on one gradient in one case. `kinds` names the problem and the hints that
     fired (for tests and autograders): none, type, shape, dtype, nonfinite, values, transposed,
-    reduce, expand, layout, zeros, sign, factor (named: the factor is a named size),
+    reduce, expand, layout, zeros, sign, factor (named: the factor is a named size), linear,
     offset, hint (an exercise's own hint)."""
 
     ok: bool

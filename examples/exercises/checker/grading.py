@@ -201,6 +201,7 @@ def run_case(cls, part: Part, case: Case, rng, path: Path | None, check_values=T
             "order forward takes them",
         )
         return outcome
+    names = list(case.arrays)
     for i, (yours, t) in enumerate(zip(grads, tensors)):
         if not check_values:  # the float32 run: only the dtype is new information
             ok = isinstance(yours, (np.ndarray, np.generic)) and yours.dtype == t.dtype
@@ -222,15 +223,43 @@ def run_case(cls, part: Part, case: Case, rng, path: Path | None, check_values=T
                 constants=case.constants,
             )
         )
-    extra = part.extra_hint
-    if extra:
-        for i, (name, finding) in enumerate(zip(case.arrays, outcome.findings)):
-            if not finding.ok and "values" in finding.kinds:
-                hint = extra(name, np.asarray(grads[i]), ref_grads[i], case)
-                if hint:
-                    finding.hints.insert(0, hint)
-                    finding.kinds.add("hint")
+    wrong = [i for i, f in enumerate(outcome.findings) if not f.ok and "values" in f.kinds]
+    if wrong and part.extra_hint:
+        for i in wrong:
+            hint = part.extra_hint(names[i], np.asarray(grads[i]), ref_grads[i], case)
+            if hint:
+                outcome.findings[i].hints.insert(0, hint)
+                outcome.findings[i].kinds.add("hint")
+    if wrong:
+        for i in _not_linear(cls, case, r, grads, wrong):
+            outcome.findings[i].hints.insert(0, NOT_LINEAR)
+            outcome.findings[i].kinds.add("linear")
     return outcome
+
+
+NOT_LINEAR = (
+    "your backward is not linear in g: with 2·g it does not return twice the gradient, but a "
+    "VJP always is (every term is g times something). Is g missing from a term, or a constant "
+    "added?"
+)
+
+
+def _not_linear(cls, case, r, grads, indices):
+    """The inputs among `indices` whose gradient does not double when g doubles.
+
+    Runs a fresh forward, so that a backward that changed its saved arrays in place (harmless
+    in the engine, which calls it once) is not blamed."""
+    try:
+        out = cls.apply(*_leaves(case), **case.params)
+        doubled = out._ctx.backward(2 * r)
+        doubled = doubled if isinstance(doubled, (tuple, list)) else (doubled,)
+        return [
+            i
+            for i in indices
+            if not np.allclose(np.asarray(doubled[i]), 2 * np.asarray(grads[i]), 1e-6, 1e-9)
+        ]
+    except Exception:  # whatever went wrong is reported by the first call already
+        return []
 
 
 # ---- one part (one Function) --------------------------------------------------------------
