@@ -126,6 +126,11 @@ REDUCTIONS = [
     case("logsumexp-dims", [randn(2, 3, 4)], lambda m, F, x: m.logsumexp(x, (0, 2), keepdim=True)),
     case("argmax", [distinct(3, 4)], lambda m, F, x: (x.argmax(), x.argmax(dim=1))),
     case("argmin-keepdim", [distinct(3, 4)], lambda m, F, x: m.argmin(x, dim=0, keepdim=True)),
+    case(
+        "reduce-0d-with-dim",
+        [np.array(1.5)],
+        lambda m, F, x: x.sum(0) + x.mean(-1) + x.amax(0) + m.logsumexp(x, 0),
+    ),
     case("any-all", [bools(3, 4)], lambda m, F, x: (x.any(), x.all(dim=1), m.any(x, 0))),
 ]
 

@@ -59,8 +59,10 @@ def normalize_dims(dim, ndim, op):
     if dim is None:
         return tuple(range(ndim))
     if isinstance(dim, (list, tuple)):
-        return tuple(sorted({normalize_dim(d, ndim, op) for d in dim}))
-    return (normalize_dim(dim, ndim, op),)
+        axes = tuple(sorted({normalize_dim(d, ndim, op) for d in dim}))
+    else:
+        axes = (normalize_dim(dim, ndim, op),)
+    return axes if ndim else ()  # a 0-d tensor accepts dim 0 or -1 (as PyTorch): nothing to reduce
 
 
 def describe(tensors) -> str:
