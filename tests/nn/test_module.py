@@ -228,3 +228,16 @@ def test_register_buffer_validates():
         m.register_buffer("b", [1, 2])
     with pytest.raises(KeyError):
         m.register_buffer("a.b", tt.zeros(1))
+
+
+def test_module_to_device_runs_there(device):
+    tt.manual_seed(1)
+    layer = nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0)
+    x = tt.randn(2, 3, 8)
+    expected = layer(x, is_causal=True).numpy()
+    weight = layer.self_attn.q_proj.weight
+    layer.to(device)
+    assert layer.self_attn.q_proj.weight is weight and weight.device == device
+    out = layer(x.to(device), is_causal=True)
+    assert out.device == device
+    np.testing.assert_allclose(out.numpy(), expected, rtol=1e-5, atol=1e-6)

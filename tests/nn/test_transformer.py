@@ -142,3 +142,10 @@ def test_rmsnorm_layer_has_no_norm_bias_and_gradchecks(float64):
 def test_unknown_norm_is_refused():
     with pytest.raises(ValueError, match="unknown norm 'batchnorm'"):
         nn.TransformerEncoderLayer(D, H, norm="batchnorm")
+
+
+def test_decoder_layer_gradcheck(float64):
+    layer = nn.TransformerDecoderLayer(4, 2, 6, dropout=0.0, activation="gelu")
+    x, memory = tt.randn(1, 3, 4, requires_grad=True), tt.randn(1, 2, 4, requires_grad=True)
+    mask = tt.tensor([[True, False]])
+    assert tt.gradcheck(lambda x, m: layer(x, m, memory_key_mask=mask), [x, memory])
