@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import textwrap
 from pathlib import Path
 
 if __package__ in (None, ""):  # run as a file: make `examples.exercises` importable
@@ -33,15 +34,17 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=COMMAND,
         description=(
-            "Checks the backward (VJP) you wrote for a tinytensor exercise against central "
-            "differences (float64) and the engine's own op, on square, non-square and "
-            "broadcasting shapes, and reports per input: pass/fail, the worst element (index, "
-            "your value, the numerical value) and a hint when the mistake has a recognisable "
-            "shape. It never shows the solution."
+            "Checks the backward (VJP) you wrote for a tinytensor exercise: each gradient is\n"
+            "compared, in float64 on square, non-square and broadcasting shapes, with central\n"
+            "differences and with the engine's own op (plus one float32 run for the dtype).\n"
+            "Per input it reports pass/fail, the worst element (index, your value, the numerical\n"
+            "value) and a hint when the mistake has a recognisable shape. It never shows the\n"
+            "solution. Start with examples/exercises/README.md."
         ),
         epilog=(
-            f"exercises, easy to hard: {names}\n\n"
-            "examples:\n"
+            "exercises, easy to hard:\n"
+            + textwrap.fill(names, width=88, initial_indent="  ", subsequent_indent="  ")
+            + "\n\nexamples:\n"
             f"  {COMMAND} relu                   check exercise 1 (or: 1, 01_relu.py)\n"
             f"  {COMMAND} --all                  check all of them\n"
             f"  {COMMAND} layernorm --graph g.svg  also draw the graph with your gradients\n"

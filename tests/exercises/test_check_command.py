@@ -50,7 +50,15 @@ def test_module_form_exits_1_on_an_untouched_exercise():
 def test_help_explains_the_command(capsys):
     status, out = run(capsys, "--help")
     assert status == 0
-    for words in ("central differences", "--all", "--solutions", "--dir", "--graph", "exit status"):
+    for words in (
+        "central",
+        "differences",
+        "--all",
+        "--solutions",
+        "--dir",
+        "--graph",
+        "exit status",
+    ):
         assert words in out.out
     assert "layernorm" in out.out  # the list of exercises
 

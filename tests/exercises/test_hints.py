@@ -323,3 +323,13 @@ def test_a_backward_that_edits_its_saved_arrays_is_not_called_nonlinear():
 
     result = grade("softmax_cross_entropy", SoftmaxCrossEntropy=InPlace)
     assert "factor" in kinds(result) and "linear" not in kinds(result)
+
+
+def test_a_strange_return_value_is_reported_not_a_crash():
+    class ObjectArray(solution("relu").ReLU):
+        def backward(self, g):
+            return np.array([object()] * g.size, dtype=object).reshape(g.shape)
+
+    result = grade("relu", ReLU=ObjectArray)
+    assert not result.ok  # and the checker itself did not raise
+    assert "ReLU.backward" in text(result)

@@ -316,11 +316,15 @@ def diagnose(yours, *, expected, numerical, output_shape, constants) -> Finding:
 
 def dtype_finding(yours, dtype) -> Finding:
     """A gradient whose dtype differs from its input's."""
-    if yours.dtype.kind != "f":
+    if yours.dtype.kind == "b":
+        hint = f"Yours is {yours.dtype}: did you return a mask (x > 0) without multiplying it by g?"
+    elif yours.dtype.kind in "iu":
         hint = (
-            f"Yours is {yours.dtype}: did you return a mask (x > 0) without "
-            "multiplying it by g, or start from np.zeros_like of an integer array?"
+            f"Yours is {yours.dtype}: did you start from np.zeros_like of an integer array (the "
+            "ids?) or np.zeros(..., dtype=int)?"
         )
+    elif yours.dtype.kind != "f":
+        hint = f"Yours is {yours.dtype}: compute it from g and the saved float arrays"
     elif yours.dtype.itemsize > np.dtype(dtype).itemsize:
         hint = (
             f"A {yours.dtype} array crept in: np.zeros(shape) and np.ones(shape) default to "

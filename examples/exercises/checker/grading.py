@@ -104,7 +104,7 @@ class ExerciseReport:
 
 def load_module(path: Path):
     """Imports the learner's file by path (its name starts with a digit, so not by name)."""
-    name = f"_tinytensor_exercise_{path.stem}"
+    name = f"_tinytensor_exercise_{path.parent.name}_{path.stem}"
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module  # dataclasses and pickling look their module up here
@@ -310,6 +310,22 @@ def _factor_hint(failures):
     return f"the factor changes with the shape ({listing}): it depends on a size"
 
 
+def _guarded(cls, part, case, rng, path, check_values=True):
+    """run_case, turning an unexpected failure of the checker itself into a reported error
+    (a strange return value must never end in a traceback from the checker's own code)."""
+    try:
+        return run_case(cls, part, case, rng, path, check_values)
+    except Exception as e:
+        outcome = CaseOutcome(case, case.describe(), check_values)
+        outcome.error = CaseError(
+            "checker",
+            f"the checker could not compare what backward returned ({_describe_exception(e)}); "
+            "return one NumPy float array per input",
+            _where(e, path),
+        )
+        return outcome
+
+
 def grade_part(module, part: Part, exercise: Exercise, path: Path | None) -> PartReport:
     cls = getattr(module, part.function, None)
     if cls is None:
@@ -338,11 +354,11 @@ def grade_part(module, part: Part, exercise: Exercise, path: Path | None) -> Par
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # NaN and overflow are diagnosed, not warned about
         for case in cases:
-            outcomes.append(run_case(cls, part, case, rng, path))
+            outcomes.append(_guarded(cls, part, case, rng, path))
             error = outcomes[-1].error
             if error and error.kind == "not_implemented":
                 return PartReport(part, "todo", message=error.message, total=len(cases))
-        outcomes.append(run_case(cls, part, cases[-1].astype(np.float32), rng, path, False))
+        outcomes.append(_guarded(cls, part, cases[-1].astype(np.float32), rng, path, False))
     return _summarize(part, outcomes)
 
 

@@ -20,6 +20,7 @@ ERROR_TITLES = {
     "backward": "backward raised an error",
     "count": "backward returned the wrong number of gradients",
     "setup": "the op could not run",
+    "checker": "what backward returned could not be checked",
 }
 
 
