@@ -55,8 +55,8 @@ class MultiHeadAttention(Module):
             aligned bottom-right: the last query sees every key.
         cache: a `KVCache`. Self-attention appends this call's K/V and attends to all cached
             steps (RoPE then starts at the cached length); cross-attention projects `context`
-            on the first call and reuses those K/V afterwards. The result equals running the
-            whole sequence at once.
+            on the first call and reuses those K/V afterwards (later calls may then pass
+            context=None). The result equals running the whole sequence at once.
 
     Example:
         >>> attn = nn.MultiHeadAttention(d_model=32, n_heads=4, n_kv_heads=2)
@@ -129,7 +129,8 @@ class MultiHeadAttention(Module):
             raise ValueError(f"MultiHeadAttention: x must be (B, T, {self.d_model}), got {got}")
         b, t_q, _ = x.shape
         q = self._heads(self.q_proj(x), self.n_heads)  # (B, H, Tq, hs)
-        if context is None:  # self-attention
+        cached_cross = cache.cross(self) if cache is not None else None
+        if context is None and cached_cross is None:  # self-attention
             k = self._heads(self.k_proj(x), self.n_kv_heads)  # (B, H_kv, Tq, hs)
             v = self._heads(self.v_proj(x), self.n_kv_heads)
             if self.rotary is not None:
@@ -138,9 +139,8 @@ class MultiHeadAttention(Module):
             if cache is not None:
                 k, v = cache.append(self, k, v)  # (B, H_kv, Tcached + Tq, hs)
         else:  # cross-attention: keys and values from the context
-            cached = cache.cross(self) if cache is not None else None
-            if cached is not None:
-                k, v = cached
+            if cached_cross is not None:
+                k, v = cached_cross
             else:
                 if context.ndim != 3 or context.shape[0] != b:
                     raise ValueError(

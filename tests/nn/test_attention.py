@@ -195,6 +195,10 @@ def test_kv_cached_cross_attention_equals_full_forward(float64):
     with tt.no_grad():
         attn(x[:, :1], tt.zeros(B, S, D), cache=cache)
     assert cache.cross(attn)[0] is k_cached
+    # once cached, the context may be omitted: still cross-attention, not self-attention
+    with tt.no_grad():
+        again = attn(x[:, 2:3], None, cache=cache, key_mask=key_mask)
+    np.testing.assert_allclose(again.numpy(), full[:, 2:3].numpy(), atol=1e-12)
 
 
 def test_kv_cache_reorder_selects_batch_rows(float64):
