@@ -53,7 +53,8 @@ def _as_ids(input_ids, op) -> np.ndarray:
 def causal_lm_targets(input_ids, attention_mask=None, ignore_index=IGNORE_INDEX) -> np.ndarray:
     """targets[b, t] = input_ids[b, t + 1]; the last position and padding get `ignore_index`.
 
-    Shape: (B, T) -> (B, T). A target is ignored where the *next* token is padding.
+    Shape: (B, T) -> (B, T). A target is ignored where the next token is padding and where the
+    current one is (predicting from a pad, e.g. the first token of a left-padded row, is noise).
     """
     ids = _as_ids(input_ids, "causal_lm_targets")
     if ids.ndim != 2:
@@ -62,7 +63,7 @@ def causal_lm_targets(input_ids, attention_mask=None, ignore_index=IGNORE_INDEX)
     targets[:, :-1] = ids[:, 1:]
     if attention_mask is not None:
         keep = np.asarray(getattr(attention_mask, "data", attention_mask)).astype(bool)
-        targets[:, :-1][~keep[:, 1:]] = ignore_index
+        targets[:, :-1][~(keep[:, 1:] & keep[:, :-1])] = ignore_index
     return targets
 
 

@@ -6,10 +6,11 @@ from tinytensor.models import collators as C
 
 
 def test_causal_lm_targets_shift_and_padding():
-    ids = np.array([[5, 6, 7, 8], [9, 10, 0, 0]])
-    mask = np.array([[1, 1, 1, 1], [1, 1, 0, 0]])
+    ids = np.array([[5, 6, 7, 8], [9, 10, 0, 0], [0, 0, 11, 12]])
+    mask = np.array([[1, 1, 1, 1], [1, 1, 0, 0], [0, 0, 1, 1]])
     targets = C.causal_lm_targets(ids, mask)
-    np.testing.assert_array_equal(targets, [[6, 7, 8, -100], [10, -100, -100, -100]])
+    expected = [[6, 7, 8, -100], [10, -100, -100, -100], [-100, -100, 12, -100]]
+    np.testing.assert_array_equal(targets, expected)
 
 
 def test_mask_tokens_selection_and_80_10_10_statistics():
