@@ -306,3 +306,15 @@ def test_encoder_decoder_greedy_and_beam_search_match_hf(pairs, name):
         ).numpy()  # fmt: skip
         mine = ours.generate(tt.tensor(ids), 6, attention_mask=tt.tensor(mask), num_beams=beams)
         np.testing.assert_array_equal(mine.numpy()[:, : theirs.shape[1]], theirs)
+
+
+@pytest.mark.parametrize("name", ["t5", "bart"])
+def test_cached_beam_search_equals_uncached(name):
+    model = _tiny_ours(name).eval()
+    batch, _ = _batch(name)
+    ids, mask = tt.tensor(batch["input_ids"][:2]), tt.tensor(batch["attention_mask"][:2])
+    runs = [
+        model.generate(ids, 6, attention_mask=mask, num_beams=3, use_cache=c).numpy()
+        for c in (True, False)
+    ]
+    np.testing.assert_array_equal(runs[0], runs[1])
