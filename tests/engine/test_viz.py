@@ -355,3 +355,18 @@ def test_save_graph_without_dot_writes_the_source_and_says_so(tmp_path, monkeypa
     assert written[0].read_text() == graph.source
     err = capsys.readouterr().err
     assert "`dot`" in err and "install graphviz" in err and "PNG" in err
+
+
+def test_real_nn_modules_give_named_clusters():
+    """nn.Module.__call__ records each node's module, so a real model clusters by layer name."""
+    nn = tt.nn
+    model = nn.Sequential(nn.Linear(2, 3), nn.ReLU(), nn.Linear(3, 2))
+    loss = model(tt.randn(4, 2)).sum()
+    nodes, _, clusters = graph_of(loss, params=model)
+    assert sorted(label for label, _ in clusters.values()) == [
+        "0 (Linear)",
+        "1 (ReLU)",
+        "2 (Linear)",
+    ]
+    assert by_label(nodes, "0.weight\\n(3, 2) float32")[0]["clusters"] == ["0 (Linear)"]
+    assert by_label(nodes, "Relu")[0]["clusters"] == ["1 (ReLU)"]
