@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tinytensor.nn import functional as F
+from tinytensor.nn.variants import check_attention_options, make_attention, tokens_seen
 
 import tinytensor as tt
 from tinytensor import nn
@@ -37,6 +38,13 @@ class GPTConfig:
     bos_token_id: int | None = 50256  # <|endoftext|> starts documents ...
     eos_token_id: int | None = 50256  # ... and ends them; generation stops at it
     pad_token_id: int | None = None  # GPT-2 has none
+    # The attention variant and positions (nn.variants; HF's GPT-2 is "mha" with "learned").
+    attention: str = "mha"  # mha | gqa | mqa | mla | sliding | linear
+    n_kv_heads: int | None = None  # K/V heads of gqa (sliding: default n_head)
+    kv_latent_dim: int | None = None  # MLA's cached latent d_c; None means n_embd // 4
+    rope_dim: int | None = None  # MLA's decoupled RoPE part d_R; None means d_head // 2
+    window: int | None = None  # sliding-window size w (keys per query, itself included)
+    position: str = "learned"  # learned (wpe) | rope | alibi
 
     @classmethod
     def from_hf(cls, c: dict) -> GPTConfig:
@@ -88,8 +96,12 @@ class GPT(HFCheckpointMixin, nn.Module):
     def __init__(self, config: GPTConfig):
         super().__init__()
         self.config = config
+        check_attention_options(config.attention, config.position)
         self.wte = nn.Embedding(config.vocab_size, config.n_embd)
-        self.wpe = nn.LearnedPositionalEmbedding(config.block_size, config.n_embd)
+        self.wpe = None
+        if config.position == "learned":
+            self.wpe = nn.LearnedPositionalEmbedding(config.block_size, config.n_embd)
+        self.alibi = nn.ALiBi(config.n_head) if config.position == "alibi" else None
         self.drop = nn.Dropout(config.dropout)
         # NOTE: nn's layer also drops the MLP's hidden activations (GPT-2 does not); in eval
         # (all the HF comparisons) dropout is off and the two are identical.
@@ -105,8 +117,30 @@ class GPT(HFCheckpointMixin, nn.Module):
             )
             for _ in range(config.n_layer)
         ]
+        if config.attention != "mha" or config.position == "rope":
+            self._replace_attention(config)
         self.ln_f = nn.LayerNorm(config.n_embd, eps=config.layer_norm_epsilon)
         self._init_weights()
+
+    def _replace_attention(self, config):
+        """Each block's self-attention becomes the configured variant (one RoPE table shared by
+        all layers; MLA brings its own decoupled RoPE)."""
+        rotary = None
+        if config.position == "rope" and config.attention != "mla":
+            rotary = nn.RotaryEmbedding(config.n_embd // config.n_head, config.block_size)
+        for block in self.blocks:
+            block.self_attn = make_attention(
+                config.attention,
+                config.n_embd,
+                config.n_head,
+                n_kv_heads=config.n_kv_heads,
+                kv_latent_dim=config.kv_latent_dim,
+                rope_dim=config.rope_dim,
+                window=config.window,
+                rotary=rotary,
+                dropout=config.dropout,
+                max_positions=config.block_size,
+            )
 
     def _init_weights(self):
         """GPT-2's init: N(0, 0.02), zero biases, residual projections scaled by 1/√(2·n_layer)."""
@@ -135,15 +169,19 @@ class GPT(HFCheckpointMixin, nn.Module):
             ModelOutput(logits (B, T, vocab), loss).
         """
         b, t = idx.shape
-        offset = cache.seq_len if cache is not None else 0
+        offset = tokens_seen(cache)
         if offset + t > self.config.block_size:
             raise ValueError(
                 f"GPT: {offset + t} positions exceed block_size={self.config.block_size}"
             )
-        x = self.drop(self.wte(idx) + self.wpe(t, offset))  # (B, T, C)
+        x = self.wte(idx)  # (B, T, C)
+        if self.wpe is not None:
+            x = x + self.wpe(t, offset)
+        x = self.drop(x)
         key_mask = None if attention_mask is None else attention_mask.bool()
+        attn_bias = None if self.alibi is None else self.alibi(t, offset + t, offset)
         for block in self.blocks:
-            x = block(x, key_mask=key_mask, is_causal=True, cache=cache)
+            x = block(x, key_mask=key_mask, attn_bias=attn_bias, is_causal=True, cache=cache)
         x = self.ln_f(x)
         logits = x @ self.wte.weight.T  # (B, T, vocab): the LM head is the token embedding
         loss = None
