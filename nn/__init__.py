@@ -18,7 +18,7 @@ Building blocks for the models (models/ builds GPT, BERT, T5 and BART from these
 """
 
 # ruff: noqa: F401 - this file re-exports the public API
-from . import functional, init
+from . import functional, init, utils
 from .activation import GELU, ReLU, Sigmoid, SiLU, Tanh, activation_fn
 from .alibi import ALiBi, alibi_slopes
 from .attention import MultiHeadAttention
