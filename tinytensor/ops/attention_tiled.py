@@ -27,7 +27,7 @@ from ..backend import get_array_module
 from ..function import Function
 
 DEFAULT_BLOCK_Q = 128
-DEFAULT_BLOCK_K = 256
+DEFAULT_BLOCK_K = 512
 
 
 @dataclass
