@@ -133,6 +133,24 @@ def _cat_case():
     return "cat", build
 
 
+CHAIN = 16  # (mul, tanh) pairs in the chain case: 32 graph nodes under one backward call
+
+
+def _chain_case():
+    """32 ops under one backward: amortizes each library's fixed cost per backward() call, so
+    the ratio shows the cost per graph node (the single-op cases above include that fixed cost)."""
+
+    def forward(x, a):
+        for _ in range(CHAIN):
+            x = (x * a).tanh()
+        return x
+
+    def build(lib):
+        return _step(lib, forward, _leaves(lib, (N, N), (N, N)))
+
+    return f"chain of {2 * CHAIN} ops", build
+
+
 CASES = [
     _binary("add", lambda a, b: a + b),
     _binary("add (scalar)", lambda a: a + 1.0, shapes=((N, N),)),
@@ -152,6 +170,7 @@ CASES = [
     _unary("transpose", lambda x: x.transpose(0, 1), lambda x: x.transpose(0, 1)),
     _unary("getitem", lambda x: x[1:5, ::2], lambda x: x[1:5, ::2]),
     _cat_case(),
+    _chain_case(),
 ]
 
 
