@@ -558,3 +558,36 @@ add(
         sdpa,
     ),
 )
+
+
+def _tiled(spec_options, block_q=2, block_k=3):
+    """The tiled (FlashAttention-2) op with tiles of 2 queries x 3 keys, so tiles split rows."""
+    from tinytensor.ops.attention_tiled import AttentionSpec, FlashAttention, NumpyTiles
+
+    def run(q, k, v, *bias):
+        spec = AttentionSpec(**spec_options)
+        return FlashAttention.apply(q, k, v, *bias, spec=spec, runner=NumpyTiles(block_q, block_k))
+
+    return run
+
+
+add(
+    _case(
+        "FlashAttention",
+        "tiled-causal-gqa-bias-bcast",
+        lambda r: _qkv(r, batch=(2, 4), nq=3, nk=5, hkv=2) + [leaf(r, 1, 4, 3, 5)],
+        _tiled({"scale": 0.7, "groups": 2, "causal": True}),
+    ),
+    _case(
+        "FlashAttention",
+        "tiled-key-lengths-fully-masked",
+        lambda r: _qkv(r, nq=5, nk=4),
+        _tiled({"scale": 0.5, "key_lengths": np.array([0, 3])}),
+    ),
+    _case(
+        "FlashAttention",
+        "tiled-bool-mask",
+        lambda r: _qkv(r, nq=3, nk=4),
+        _tiled({"scale": 0.5, "mask": np.tril(np.ones((1, 1, 3, 4), dtype=bool), 1)}),
+    ),
+)
