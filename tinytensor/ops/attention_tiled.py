@@ -279,7 +279,6 @@ class FlashAttention(Function):
         self.saved = (q4, k4, v4, bias4, out, lse)
         self.shapes = (q.shape, k.shape, v.shape, None if bias is None else bias.shape)
         self.spec, self.runner = spec, runner
-        self.lse = lse
         return out.reshape(q.shape[:-1] + (v.shape[-1],))
 
     def backward(self, g):
