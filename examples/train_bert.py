@@ -17,10 +17,13 @@ import json
 import os
 import sys
 
-import numpy as np
-
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # the `training` package
 
+from training.blas import default_to_one_blas_thread  # noqa: E402
+
+default_to_one_blas_thread()  # before NumPy loads OpenBLAS: see training/blas.py
+
+import numpy as np  # noqa: E402
 from training.checkpoint import load_checkpoint  # noqa: E402
 from training.cli import add_training_flags, check_device, merge_resumed_args  # noqa: E402
 from training.data import CharTokenizer, load_text  # noqa: E402

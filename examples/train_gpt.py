@@ -10,6 +10,7 @@ validation. The model is GPT-2's architecture at toy size (Radford et al., 2019)
 `tinytensor.models.GPT`. The run writes into --out-dir: checkpoint.safetensors (model, optimizer,
 schedule, RNG states, step: `--resume` continues it exactly), loss.png (train and validation loss
 per step), metrics.json and sample.txt. Ctrl-C stops after the current step with a checkpoint.
+NumPy's BLAS runs one thread unless OPENBLAS_NUM_THREADS is set (why: training/blas.py).
 """
 
 from __future__ import annotations
@@ -20,10 +21,13 @@ import os
 import sys
 import time
 
-import numpy as np
-
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # the `training` package
 
+from training.blas import default_to_one_blas_thread  # noqa: E402
+
+default_to_one_blas_thread()  # before NumPy loads OpenBLAS: see training/blas.py
+
+import numpy as np  # noqa: E402
 from training.checkpoint import load_checkpoint  # noqa: E402
 from training.cli import add_training_flags, check_device, merge_resumed_args  # noqa: E402
 from training.data import (  # noqa: E402
@@ -60,14 +64,15 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--n-layer", type=int, default=4, help="Transformer blocks")
     m.add_argument("--n-head", type=int, default=4, help="attention heads per block")
     m.add_argument("--n-embd", type=int, default=128, help="model width")
-    m.add_argument("--block-size", type=int, default=128, help="context length in characters")
+    m.add_argument("--block-size", type=int, default=64, help="context length in characters")
     m.add_argument("--dropout", type=float, default=0.0, help="dropout probability")
     add_training_flags(
         parser,
-        steps=600,
+        steps=700,
         batch_size=32,
-        lr=2e-3,
-        warmup_steps=60,
+        lr=3e-3,
+        warmup_steps=50,
+        max_minutes=4.5,  # a safety net: ~3.5 minutes of training on an idle 2-core machine
         eval_every=100,
         checkpoint_every=200,
         out_dir="runs/gpt",

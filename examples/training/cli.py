@@ -91,7 +91,7 @@ def add_training_flags(parser: argparse.ArgumentParser, **defaults) -> None:
     g.add_argument(
         "--max-minutes",
         type=positive_float,
-        default=None,
+        default=defaults.get("max_minutes"),
         help="stop after this much training time, with a checkpoint",
     )
     g.add_argument("--seed", type=int, default=0, help="random seed (default: %(default)s)")
