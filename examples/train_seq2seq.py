@@ -75,7 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--d-model", type=int, default=128, help="model width")
     m.add_argument("--dropout", type=float, default=0.0, help="dropout probability")
     add_training_flags(parser, steps=600, batch_size=64, lr=2e-3, warmup_steps=50,
-                       eval_every=200, checkpoint_every=200, out_dir=None)  # fmt: skip
+                       eval_every=100, checkpoint_every=200, out_dir=None)  # fmt: skip
     return parser
 
 

@@ -35,12 +35,14 @@ def plot_history(history: dict, path: str, title: str = "training") -> str:
         label=f"train (mean of {window})",
     )
     eval_steps = history.get("eval_step", [])
-    others = []
+    others, n_loss_curves = [], 0
     for name, values in history.items():
         if name in ("step", "train_loss", "lr", "eval_step") or len(values) != len(eval_steps):
             continue
         if name.endswith("loss"):
-            ax.plot(eval_steps, values, "o-", linewidth=1.8, markersize=4, label=name)
+            color = ("tab:orange", "tab:red", "tab:purple")[n_loss_curves % 3]
+            ax.plot(eval_steps, values, "o-", color=color, linewidth=1.8, markersize=4, label=name)
+            n_loss_curves += 1
         else:
             others.append(name)
     ax.set_xlabel("step")
@@ -50,12 +52,16 @@ def plot_history(history: dict, path: str, title: str = "training") -> str:
     lines, labels = ax.get_legend_handles_labels()
     if others:
         ax2 = ax.twinx()
-        for name, color in zip(others, ("tab:green", "tab:red", "tab:purple", "tab:brown")):
+        for name, color in zip(others, ("tab:green", "tab:olive", "tab:cyan", "tab:brown")):
             ax2.plot(eval_steps, history[name], "s--", color=color, markersize=4, label=name)
-        ax2.set_ylabel("metric")
+        ax2.set_ylabel("accuracy" if all("acc" in n or "match" in n for n in others) else "metric")
+        if all(0.0 <= v <= 1.0 for n in others for v in history[n]):
+            ax2.set_ylim(0.0, 1.02)  # fractions: show them on their whole scale
         more_lines, more_labels = ax2.get_legend_handles_labels()
         lines, labels = lines + more_lines, labels + more_labels
-    ax.legend(lines, labels, loc="upper right")
+    # below the axes: a legend inside would cover the curves, which fill the whole box
+    ax.legend(lines, labels, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=len(labels),
+              frameon=False, fontsize=9)  # fmt: skip
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)

@@ -137,3 +137,40 @@ def test_graph_drawing_writes_the_block_and_gpt_graphs(tmp_path):
     assert "self_attn" in block and "ScaledDotProductAttention" in block
     assert "blocks.0.ffn" in gpt and "CrossEntropy" in gpt
     assert (tmp_path / "mlp.dot").exists()
+
+
+def test_ctrl_c_saves_a_checkpoint_and_resume_finishes_the_run(tmp_path):
+    import signal
+    import time
+
+    import tinytensor as tt
+
+    data = tmp_path / "text.txt"
+    data.write_text("abcdefghij klmnop. " * 200)
+    out = tmp_path / "run"
+    flags = ["--data", str(data), "--out-dir", str(out), "--steps", "100000", "--n-layer", "1",
+             "--n-embd", "16", "--n-head", "2", "--block-size", "16", "--batch-size", "4",
+             "--checkpoint-every", "5", "--eval-every", "100000", "--no-progress",
+             "--no-plot"]  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, os.path.join(EXAMPLES, "train_gpt.py"), *flags],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV,
+    )  # fmt: skip
+    checkpoint = out / "checkpoint.safetensors"
+    deadline = time.time() + 60
+    while not checkpoint.exists() and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGINT)  # what Ctrl-C in a terminal sends
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr
+    assert "interrupted at step" in stdout and "--resume" in stdout
+    state = tt.load(str(checkpoint))
+    stopped_at = state["step"]
+    assert stopped_at >= 5 and len(state["history"]["train_loss"]) == stopped_at
+    # --resume takes the other flags from the checkpoint; --max-minutes may change, so a
+    # short limit ends the (otherwise 100000-step) run cleanly after a few more steps
+    done = run_script("train_gpt.py", "--resume", "--out-dir", str(out), "--max-minutes", "0.02",
+                      "--no-progress", "--no-plot")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert f"resuming from step {stopped_at}" in done.stdout
+    assert tt.load(str(checkpoint))["step"] > stopped_at
