@@ -160,6 +160,12 @@ class Trainer:
         self.model.train()
         batch = self.batches.next_batch()
         loss = self.compute_loss(self.model, batch)
+        value = float(loss.item())
+        if not math.isfinite(value):  # before the update: the last checkpoint stays usable
+            raise FloatingPointError(
+                f"the training loss became {value} at step {self.step + 1}; lower the learning "
+                "rate (--lr) or the gradient clip (--grad-clip)"
+            )
         self.optimizer.zero_grad()
         loss.backward()
         if self.config.grad_clip is not None:
@@ -167,12 +173,6 @@ class Trainer:
         self.optimizer.step()
         if self.scheduler is not None:
             self.scheduler.step()
-        value = float(loss.item())
-        if not math.isfinite(value):
-            raise FloatingPointError(
-                f"the training loss became {value} at step {self.step + 1}; lower the learning "
-                "rate (--lr) or the gradient clip (--grad-clip)"
-            )
         return value
 
     def run_evaluation(self) -> dict:
@@ -245,11 +245,16 @@ class Trainer:
                 if last_eval:
                     print(_format_eval(self.step, last_eval))
             result.checkpoint_path = self.save()
+        if not last_eval and self.history["eval_step"]:  # e.g. resuming a finished run
+            names = [k for k in self.history if k not in ("step", "train_loss", "lr", "eval_step")]
+            last_eval = {k: self.history[k][-1] for k in names if self.history[k]}
         result.step, result.history, result.last_eval = self.step, self.history, last_eval
         if cfg.plot and self.history["step"]:
             from .plotting import plot_history
 
-            result.plot_path = plot_history(self.history, self.plot_path, title=cfg.desc)
+            result.plot_path = plot_history(
+                self.history, self.plot_path, title=f"{cfg.desc}: loss per step"
+            )
         return result
 
 

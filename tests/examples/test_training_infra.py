@@ -177,3 +177,24 @@ def test_keyboard_interrupt_leaves_a_checkpoint_that_resumes_exactly(tmp_path):
 def test_resume_without_a_checkpoint_says_so(tmp_path):
     with pytest.raises(FileNotFoundError, match="no checkpoint"):
         make_trainer(tmp_path, steps=2).resume()
+
+
+def test_resuming_a_finished_run_trains_no_more_and_reports_its_last_evaluation(tmp_path):
+    full = make_trainer(tmp_path, steps=6).fit()
+    again = make_trainer(tmp_path, steps=6)
+    again.resume()
+    result = again.fit()
+    assert result.step == 6 and len(result.history["train_loss"]) == 6
+    assert result.last_eval["val_loss"] == full.history["val_loss"][-1]
+
+
+def test_a_non_finite_loss_stops_with_advice_before_updating_the_weights(tmp_path):
+    def nan_loss(model, batch):
+        return lm_loss(model, batch) * float("nan")
+
+    trainer = make_trainer(tmp_path, steps=3, compute_loss=nan_loss)
+    before = {k: v.numpy().copy() for k, v in trainer.model.state_dict().items()}
+    with pytest.raises(FloatingPointError, match="--lr"):
+        trainer.fit()
+    for k, v in trainer.model.state_dict().items():
+        np.testing.assert_array_equal(v.numpy(), before[k])
