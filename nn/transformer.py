@@ -30,6 +30,14 @@ def make_norm(kind: str, d_model: int, eps: float, bias: bool = True, device=Non
     raise ValueError(f"unknown norm {kind!r}: expected 'layernorm' or 'rmsnorm'")
 
 
+def _residual(x, sublayer, norm, dropout, norm_first: bool):
+    """One residual sub-layer: Pre-LN x + dropout(sublayer(norm(x))), or Post-LN
+    norm(x + dropout(sublayer(x)))."""
+    if norm_first:
+        return x + dropout(sublayer(norm(x)))
+    return norm(x + dropout(sublayer(x)))
+
+
 class TransformerEncoderLayer(Module):
     """Self-attention and a feed-forward block, each with a residual connection and a norm.
 
@@ -75,17 +83,10 @@ class TransformerEncoderLayer(Module):
         factory = dict(device=device, dtype=dtype)
         d_ff = 4 * d_model if d_ff is None else d_ff
         self.norm_first = norm_first
-        self.self_attn = MultiHeadAttention(
-            d_model,
-            n_heads,
-            n_kv_heads=n_kv_heads,
-            d_head=d_head,
-            bias=bias,
-            dropout=dropout,
-            scale=scale,
-            rotary=rotary,
-            **factory,
+        attention = dict(
+            n_kv_heads=n_kv_heads, d_head=d_head, bias=bias, dropout=dropout, scale=scale, **factory
         )
+        self.self_attn = MultiHeadAttention(d_model, n_heads, rotary=rotary, **attention)
         self.norm1 = make_norm(norm, d_model, eps, bias, **factory)
         self.ffn = FeedForward(d_model, d_ff, activation, bias=bias, dropout=dropout, **factory)
         self.norm2 = make_norm(norm, d_model, eps, bias, **factory)
@@ -104,11 +105,8 @@ class TransformerEncoderLayer(Module):
                 cache=cache,
             )
 
-        if self.norm_first:
-            x = x + self.dropout1(attend(self.norm1(x)))
-            return x + self.dropout2(self.ffn(self.norm2(x)))
-        x = self.norm1(x + self.dropout1(attend(x)))
-        return self.norm2(x + self.dropout2(self.ffn(x)))
+        x = _residual(x, attend, self.norm1, self.dropout1, self.norm_first)
+        return _residual(x, self.ffn, self.norm2, self.dropout2, self.norm_first)
 
     def extra_repr(self):
         return f"norm_first={self.norm_first}"
@@ -155,29 +153,12 @@ class TransformerDecoderLayer(Module):
         factory = dict(device=device, dtype=dtype)
         d_ff = 4 * d_model if d_ff is None else d_ff
         self.norm_first = norm_first
-        self.self_attn = MultiHeadAttention(
-            d_model,
-            n_heads,
-            n_kv_heads=n_kv_heads,
-            d_head=d_head,
-            bias=bias,
-            dropout=dropout,
-            scale=scale,
-            rotary=rotary,
-            **factory,
+        attention = dict(
+            n_kv_heads=n_kv_heads, d_head=d_head, bias=bias, dropout=dropout, scale=scale, **factory
         )
+        self.self_attn = MultiHeadAttention(d_model, n_heads, rotary=rotary, **attention)
         self.norm1 = make_norm(norm, d_model, eps, bias, **factory)
-        self.cross_attn = MultiHeadAttention(
-            d_model,
-            n_heads,
-            n_kv_heads=n_kv_heads,
-            d_head=d_head,
-            bias=bias,
-            dropout=dropout,
-            scale=scale,
-            d_context=d_context,
-            **factory,
-        )
+        self.cross_attn = MultiHeadAttention(d_model, n_heads, d_context=d_context, **attention)
         self.norm2 = make_norm(norm, d_model, eps, bias, **factory)
         self.ffn = FeedForward(d_model, d_ff, activation, bias=bias, dropout=dropout, **factory)
         self.norm3 = make_norm(norm, d_model, eps, bias, **factory)
@@ -215,13 +196,9 @@ class TransformerDecoderLayer(Module):
                 h, memory, key_mask=memory_key_mask, attn_bias=memory_attn_bias, cache=cache
             )
 
-        if self.norm_first:
-            x = x + self.dropout1(self_attend(self.norm1(x)))
-            x = x + self.dropout2(cross_attend(self.norm2(x)))
-            return x + self.dropout3(self.ffn(self.norm3(x)))
-        x = self.norm1(x + self.dropout1(self_attend(x)))
-        x = self.norm2(x + self.dropout2(cross_attend(x)))
-        return self.norm3(x + self.dropout3(self.ffn(x)))
+        x = _residual(x, self_attend, self.norm1, self.dropout1, self.norm_first)
+        x = _residual(x, cross_attend, self.norm2, self.dropout2, self.norm_first)
+        return _residual(x, self.ffn, self.norm3, self.dropout3, self.norm_first)
 
     def extra_repr(self):
         return f"norm_first={self.norm_first}"
