@@ -16,13 +16,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tinytensor.nn import functional as F
-
 import tinytensor as tt
 from tinytensor import nn
 
-from .collators import shift_tokens_right
-from .generation import generate_encoder_decoder
+from .encoder_decoder import EncoderDecoderMixin
 from .hf import HFCheckpointMixin, activation_from_hf, activation_to_hf
 from .output import ModelOutput
 
@@ -121,7 +118,7 @@ class BARTEmbeddings(nn.Module):
         return self.drop(self.norm(x))  # (B, T, D)
 
 
-class BART(HFCheckpointMixin, nn.Module):
+class BART(EncoderDecoderMixin, HFCheckpointMixin, nn.Module):
     """BART for conditional generation (HF's BartForConditionalGeneration)."""
 
     config_class = BARTConfig
@@ -185,41 +182,6 @@ class BART(HFCheckpointMixin, nn.Module):
             )  # fmt: skip
         logits = x @ self.shared.weight.T + self.final_logits_bias  # (B, T, vocab)
         return ModelOutput(logits=logits)
-
-    def forward(
-        self,
-        input_ids,
-        attention_mask=None,
-        decoder_input_ids=None,
-        labels=None,
-        decoder_attention_mask=None,
-    ) -> ModelOutput:
-        """Teacher-forced logits (B, T, vocab); with `labels` (-100 = ignore) the decoder inputs
-        default to shift_tokens_right(labels) and the loss is their cross-entropy."""
-        if decoder_input_ids is None:
-            if labels is None:
-                raise ValueError("BART: pass decoder_input_ids or labels")
-            decoder_input_ids = tt.tensor(
-                shift_tokens_right(
-                    labels.numpy(), self.config.pad_token_id, self.config.decoder_start_token_id
-                ),
-                device=labels.device,
-            )
-        encoder_output = self.encode(input_ids, attention_mask)
-        out = self.decode(
-            decoder_input_ids, encoder_output, attention_mask,
-            decoder_attention_mask=decoder_attention_mask,
-        )  # fmt: skip
-        out.encoder_output = encoder_output
-        if labels is not None:
-            b, t = labels.shape
-            out.loss = F.cross_entropy(out.logits.reshape(b * t, -1), labels.reshape(b * t))
-        return out
-
-    def generate(self, input_ids, max_new_tokens, attention_mask=None, **kwargs):
-        """Encodes once and decodes with a KV cache; kwargs as
-        `generation.generate_encoder_decoder` (num_beams, do_sample, top_k, top_p, ...)."""
-        return generate_encoder_decoder(self, input_ids, max_new_tokens, attention_mask, **kwargs)
 
     # ---- HuggingFace checkpoints (BartForConditionalGeneration) ---------------------------
 

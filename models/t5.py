@@ -19,13 +19,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tinytensor.nn import functional as F
-
 import tinytensor as tt
 from tinytensor import nn
 
-from .collators import shift_tokens_right
-from .generation import generate_encoder_decoder
+from .encoder_decoder import EncoderDecoderMixin
 from .hf import HFCheckpointMixin, activation_from_hf
 from .output import ModelOutput
 
@@ -132,7 +129,7 @@ def _layer_options(config: T5Config) -> dict:
     )
 
 
-class T5(HFCheckpointMixin, nn.Module):
+class T5(EncoderDecoderMixin, HFCheckpointMixin, nn.Module):
     """T5 for conditional generation: shared embedding, encoder and decoder stacks, LM head."""
 
     config_class = T5Config
@@ -219,41 +216,6 @@ class T5(HFCheckpointMixin, nn.Module):
             x = x * self.config.d_model**-0.5  # keeps the tied head's logits at unit scale
         head = self.shared.weight if self.lm_head is None else self.lm_head.weight
         return ModelOutput(logits=x @ head.T)  # (B, T, vocab)
-
-    def forward(
-        self,
-        input_ids,
-        attention_mask=None,
-        decoder_input_ids=None,
-        labels=None,
-        decoder_attention_mask=None,
-    ) -> ModelOutput:
-        """Teacher-forced logits (B, T, vocab); with `labels` (B, T; -100 = ignore) the decoder
-        inputs default to shift_tokens_right(labels) and the loss is their cross-entropy."""
-        if decoder_input_ids is None:
-            if labels is None:
-                raise ValueError("T5: pass decoder_input_ids or labels")
-            decoder_input_ids = tt.tensor(
-                shift_tokens_right(
-                    labels.numpy(), self.config.pad_token_id, self.config.decoder_start_token_id
-                ),
-                device=labels.device,
-            )
-        encoder_output = self.encode(input_ids, attention_mask)
-        out = self.decode(
-            decoder_input_ids, encoder_output, attention_mask,
-            decoder_attention_mask=decoder_attention_mask,
-        )  # fmt: skip
-        out.encoder_output = encoder_output
-        if labels is not None:
-            b, t = labels.shape
-            out.loss = F.cross_entropy(out.logits.reshape(b * t, -1), labels.reshape(b * t))
-        return out
-
-    def generate(self, input_ids, max_new_tokens, attention_mask=None, **kwargs):
-        """Encodes once and decodes with a KV cache; kwargs as
-        `generation.generate_encoder_decoder` (num_beams, do_sample, top_k, top_p, ...)."""
-        return generate_encoder_decoder(self, input_ids, max_new_tokens, attention_mask, **kwargs)
 
     # ---- HuggingFace checkpoints (T5ForConditionalGeneration) -----------------------------
 
