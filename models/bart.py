@@ -22,6 +22,7 @@ from tinytensor import nn
 from .encoder_decoder import EncoderDecoderMixin
 from .hf import HFCheckpointMixin, activation_from_hf, activation_to_hf
 from .output import ModelOutput
+from .weight_init import normal_init_
 
 POSITION_OFFSET = 2  # NOTE: HF's BartLearnedPositionalEmbedding looks up position + 2
 
@@ -147,15 +148,10 @@ class BART(EncoderDecoderMixin, HFCheckpointMixin, nn.Module):
         self._init_weights()
 
     def _init_weights(self):
-        """BART's init: N(0, 0.02) weights, zero biases, LayerNorms at identity."""
+        """BART's init: N(0, 0.02) weights, zero biases, LayerNorms at identity, and a zero
+        embedding row for <pad>."""
+        normal_init_(self, std=0.02)
         with tt.no_grad():
-            for name, p in self.named_parameters():
-                if name.endswith("bias"):
-                    p.zero_()
-                elif "norm" in name:
-                    p.fill_(1.0)
-                else:
-                    p.normal_(0.0, 0.02)
             self.shared.weight.data[self.config.pad_token_id] = 0
 
     def encode(self, input_ids, attention_mask=None):

@@ -22,6 +22,7 @@ from tinytensor import nn
 
 from .hf import HFCheckpointMixin, activation_from_hf, activation_to_hf
 from .output import ModelOutput
+from .weight_init import normal_init_
 
 
 @dataclass
@@ -140,14 +141,7 @@ class BERT(HFCheckpointMixin, nn.Module):
 
     def _init_weights(self):
         """BERT's init: N(0, 0.02) weights, zero biases, LayerNorms at identity."""
-        with tt.no_grad():
-            for name, p in self.named_parameters():
-                if name.endswith("bias"):
-                    p.zero_()
-                elif "norm" in name:
-                    p.fill_(1.0)
-                else:
-                    p.normal_(0.0, 0.02)
+        normal_init_(self, std=0.02)
 
     def encode(self, input_ids, token_type_ids=None, attention_mask=None):
         """The encoder's last hidden states (B, T, D)."""
