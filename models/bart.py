@@ -100,6 +100,16 @@ class BARTConfig:
         }
 
 
+def _block_names(ours: str, theirs: str, layer: dict) -> dict:
+    """HF_NAMES entries of one stack: "{ours}.{}.{name}.weight" -> "{theirs}.{}.{hf}.weight",
+    and the same for the bias, for each (name, hf) in `layer`."""
+    return {
+        f"{ours}.{{}}.{name}.{p}": f"{theirs}.{{}}.{hf}.{p}"
+        for name, hf in layer.items()
+        for p in ("weight", "bias")
+    }
+
+
 class BARTEmbeddings(nn.Module):
     """scale · token embedding (shared) + learned position (offset 2), then layernorm_embedding
     and dropout. The encoder and the decoder each have one, with their own positions."""
@@ -186,6 +196,32 @@ class BART(EncoderDecoderMixin, HFCheckpointMixin, nn.Module):
     HF_TIED = frozenset(
         {"encoder.embed_tokens.weight", "decoder.embed_tokens.weight", "lm_head.weight"}
     )
+    # Per block: our submodule -> HF's; every entry has a weight and a bias.
+    _HF_ENCODER_LAYER = {
+        "self_attn.q_proj": "self_attn.q_proj",
+        "self_attn.k_proj": "self_attn.k_proj",
+        "self_attn.v_proj": "self_attn.v_proj",
+        "self_attn.out_proj": "self_attn.out_proj",
+        "norm1": "self_attn_layer_norm",
+        "ffn.fc_in": "fc1",
+        "ffn.fc_out": "fc2",
+        "norm2": "final_layer_norm",
+    }
+    _HF_DECODER_LAYER = {
+        "self_attn.q_proj": "self_attn.q_proj",
+        "self_attn.k_proj": "self_attn.k_proj",
+        "self_attn.v_proj": "self_attn.v_proj",
+        "self_attn.out_proj": "self_attn.out_proj",
+        "norm1": "self_attn_layer_norm",
+        "cross_attn.q_proj": "encoder_attn.q_proj",
+        "cross_attn.k_proj": "encoder_attn.k_proj",
+        "cross_attn.v_proj": "encoder_attn.v_proj",
+        "cross_attn.out_proj": "encoder_attn.out_proj",
+        "norm2": "encoder_attn_layer_norm",
+        "ffn.fc_in": "fc1",
+        "ffn.fc_out": "fc2",
+        "norm3": "final_layer_norm",
+    }
     HF_NAMES = {
         "shared.weight": "shared.weight",
         "final_logits_bias": "final_logits_bias",
@@ -195,30 +231,6 @@ class BART(EncoderDecoderMixin, HFCheckpointMixin, nn.Module):
         "decoder_embeddings.positions.weight": "decoder.embed_positions.weight",
         "decoder_embeddings.norm.weight": "decoder.layernorm_embedding.weight",
         "decoder_embeddings.norm.bias": "decoder.layernorm_embedding.bias",
+        **_block_names("encoder_blocks", "encoder.layers", _HF_ENCODER_LAYER),
+        **_block_names("decoder_blocks", "decoder.layers", _HF_DECODER_LAYER),
     }
-    for _side in ("encoder", "decoder"):
-        for _ours, _theirs in (
-            ("self_attn.q_proj", "self_attn.q_proj"),
-            ("self_attn.k_proj", "self_attn.k_proj"),
-            ("self_attn.v_proj", "self_attn.v_proj"),
-            ("self_attn.out_proj", "self_attn.out_proj"),
-            ("norm1", "self_attn_layer_norm"),
-            ("ffn.fc_in", "fc1"),
-            ("ffn.fc_out", "fc2"),
-            ("norm2" if _side == "encoder" else "norm3", "final_layer_norm"),
-        ) + (
-            (
-                ("cross_attn.q_proj", "encoder_attn.q_proj"),
-                ("cross_attn.k_proj", "encoder_attn.k_proj"),
-                ("cross_attn.v_proj", "encoder_attn.v_proj"),
-                ("cross_attn.out_proj", "encoder_attn.out_proj"),
-                ("norm2", "encoder_attn_layer_norm"),
-            )
-            if _side == "decoder"
-            else ()
-        ):
-            for _p in ("weight", "bias"):
-                HF_NAMES[f"{_side}_blocks.{{}}.{_ours}.{_p}"] = (
-                    f"{_side}.layers.{{}}.{_theirs}.{_p}"
-                )
-    del _side, _ours, _theirs, _p
