@@ -257,13 +257,10 @@ class T5(EncoderDecoderMixin, HFCheckpointMixin, nn.Module):
         "decoder_blocks.{}.norm3.weight": "decoder.block.{}.layer.2.layer_norm.weight",
         "decoder_blocks.{}.ffn.fc_in.weight": "decoder.block.{}.layer.2.DenseReluDense.wi.weight",
         "decoder_blocks.{}.ffn.fc_out.weight": "decoder.block.{}.layer.2.DenseReluDense.wo.weight",
+        # the gated FFN (T5 v1.1) only: its activated branch
+        "encoder_blocks.{}.ffn.fc_gate.weight": "encoder.block.{}.layer.1.DenseReluDense.wi_0.weight",
+        "decoder_blocks.{}.ffn.fc_gate.weight": "decoder.block.{}.layer.2.DenseReluDense.wi_0.weight",
     }
-    _HF_NAMES["encoder_blocks.{}.ffn.fc_gate.weight"] = (
-        "encoder.block.{}.layer.1.DenseReluDense.wi_0.weight"
-    )
-    _HF_NAMES["decoder_blocks.{}.ffn.fc_gate.weight"] = (
-        "decoder.block.{}.layer.2.DenseReluDense.wi_0.weight"
-    )
 
     @property
     def HF_NAMES(self) -> dict:  # noqa: N802 - the attribute every model defines
