@@ -174,9 +174,10 @@ class BERT(HFCheckpointMixin, nn.Module):
         loss = None
         if labels is not None:
             b, t = labels.shape
+            # (B·T, vocab) scores against (B·T,) labels
             loss = F.cross_entropy(logits.reshape(b * t, -1), labels.reshape(b * t))
         if next_sentence_label is not None:
-            nsp_loss = F.cross_entropy(nsp_logits, next_sentence_label.reshape(-1))
+            nsp_loss = F.cross_entropy(nsp_logits, next_sentence_label.reshape(-1))  # (B,)
             loss = nsp_loss if loss is None else loss + nsp_loss
         return ModelOutput(logits=logits, loss=loss, nsp_logits=nsp_logits, pooled=pooled)
 

@@ -48,6 +48,7 @@ class EncoderDecoderMixin:
         out.encoder_output = encoder_output
         if labels is not None:
             b, t = labels.shape
+            # (B·T, vocab) scores against (B·T,) labels
             out.loss = F.cross_entropy(out.logits.reshape(b * t, -1), labels.reshape(b * t))
         return out
 

@@ -249,6 +249,7 @@ def _beam_search(
         logp = logits - logits.max(-1, keepdims=True)
         logp = logp - np.log(np.exp(logp).sum(-1, keepdims=True))
         vocab = logp.shape[-1]
+        # (B·beams, 1) + (B·beams, V) -> (B, beams·V): one ranking per row over all beams
         total = (scores.reshape(-1, 1) + logp).reshape(batch, num_beams * vocab)
         top = np.argsort(-total, axis=-1, kind="stable")[:, : 2 * num_beams]
         new_beam = np.zeros((batch, num_beams), dtype=np.int64)
@@ -275,8 +276,8 @@ def _beam_search(
             if len(finished[b]) == num_beams:
                 best_possible = new_scores[b].max() / seqs.shape[1] ** length_penalty
                 row_done[b] = finished[b][-1][0] >= best_possible
-        index = (np.arange(batch)[:, None] * num_beams + new_beam).reshape(-1)
-        seqs = np.concatenate([seqs[index], new_token.reshape(-1, 1)], axis=1)
+        index = (np.arange(batch)[:, None] * num_beams + new_beam).reshape(-1)  # (B·beams,)
+        seqs = np.concatenate([seqs[index], new_token.reshape(-1, 1)], axis=1)  # (B·beams, L+1)
         scores = new_scores
         cache = reorder_cache(cache, index)
         if row_done.all():

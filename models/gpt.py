@@ -186,6 +186,7 @@ class GPT(HFCheckpointMixin, nn.Module):
         logits = x @ self.wte.weight.T  # (B, T, vocab): the LM head is the token embedding
         loss = None
         if targets is not None:
+            # (B·T, vocab) scores against (B·T,) targets
             loss = F.cross_entropy(logits.reshape(b * t, -1), targets.reshape(b * t))
         return ModelOutput(logits=logits, loss=loss)
 

@@ -55,7 +55,7 @@ class ALiBi(Module):
         distance = np.abs(np.arange(offset, offset + q_len)[:, None] - np.arange(k_len)[None, :])
         distance = Tensor(distance, dtype=self.slopes.dtype, device=self.slopes.device)
         bias = -(self.slopes.reshape(-1, 1, 1) * distance)  # (H, q_len, k_len)
-        return bias.reshape(1, self.n_heads, q_len, k_len)
+        return bias.reshape(1, self.n_heads, q_len, k_len)  # (1, H, q_len, k_len)
 
     def extra_repr(self):
         return f"n_heads={self.n_heads}"

@@ -94,7 +94,7 @@ class BatchNorm1d(Module):
             factor = 1.0 / float(self.num_batches_tracked.item())
         else:
             factor = float(self.momentum)
-        unbiased = var.data.reshape(-1) * (count / (count - 1))
+        unbiased = var.data.reshape(-1) * (count / (count - 1))  # (C,)
         rm, rv = self.running_mean.data, self.running_var.data
         rm[...] = (1 - factor) * rm + factor * mean.data.reshape(-1)
         rv[...] = (1 - factor) * rv + factor * unbiased

@@ -174,5 +174,6 @@ def info_nce(a, b, temperature=0.07, symmetric=True, reduction="mean"):
     labels = arange(a.shape[0], device=a.device)
     loss = cross_entropy(logits, labels, reduction=reduction)
     if symmetric:
+        # logits.T (N, N): row j scores b_j against every a_i
         loss = (loss + cross_entropy(logits.T, labels, reduction=reduction)) / 2
     return loss

@@ -159,7 +159,7 @@ class MultiHeadLatentAttention(Module):
         b, t_k = latent.shape[0], latent.shape[1]
         h, dh, dc = self.n_heads, self.d_head, self.kv_latent_dim
         w_uk = self.k_up.weight.reshape(h, dh, dc)  # k_nope_h = W_UK,h · c
-        w_uv = self.v_up.weight.reshape(h, dh, dc)
+        w_uv = self.v_up.weight.reshape(h, dh, dc)  # v_h = W_UV,h · c
         q_latent = q_nope @ w_uk  # (B, H, T, d_c): W_UK,hᵀ q_h
         keys = cat([latent.reshape(b, 1, t_k, dc), k_rope], dim=-1)  # (B, 1, Tk, d_c+dR)
         values = latent.reshape(b, 1, t_k, dc)  # (B, 1, Tk, d_c)
