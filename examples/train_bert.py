@@ -49,6 +49,10 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument(
         "--max-length", type=int, default=64, help="characters per row, with [CLS] and two [SEP]"
     )
+    g.add_argument(
+        "--mlm-probability", type=float, default=0.15,
+        help="fraction of the characters selected for prediction (BERT's 15%%)",
+    )  # fmt: skip
     m = parser.add_argument_group("model")
     m.add_argument("--n-layer", type=int, default=4, help="encoder blocks")
     m.add_argument("--n-head", type=int, default=4, help="attention heads per block")
@@ -87,7 +91,10 @@ def bert_loss(model, batch, device="cpu"):
 
 def make_evaluate(documents, tokenizer, args, n_batches=6, batch_size=64):
     """Masked-character accuracy, MLM loss and NSP accuracy on fixed held-out batches."""
-    held_out = SentencePairBatches(documents, tokenizer, batch_size, args.max_length, seed=12345)
+    held_out = SentencePairBatches(
+        documents, tokenizer, batch_size, args.max_length, seed=12345,
+        mlm_probability=args.mlm_probability,
+    )  # fmt: skip
     batches = [held_out.next_batch() for _ in range(n_batches)]
 
     def evaluate(model):
@@ -152,8 +159,9 @@ def main(argv=None) -> int:
     optimizer = make_adamw(model, args.lr, args.weight_decay)
     scheduler = warmup_cosine(optimizer, args.warmup_steps, args.steps)
     batches = SentencePairBatches(
-        train_docs, tokenizer, args.batch_size, args.max_length, seed=args.seed
-    )
+        train_docs, tokenizer, args.batch_size, args.max_length, seed=args.seed,
+        mlm_probability=args.mlm_probability,
+    )  # fmt: skip
     config = TrainConfig(
         steps=args.steps,
         out_dir=args.out_dir,

@@ -30,19 +30,23 @@ def split_documents(text: str, topics: list[str] | None = None, min_chars: int =
 
 class SentencePairBatches:
     """Random `[CLS] A [SEP] B [SEP]` rows (B follows A or is from another document, 50/50)
-    with 15% of the characters selected for masked-LM, from a generator whose state the
-    checkpoint keeps.
+    with `mlm_probability` (BERT: 15%) of the characters selected for masked LM, drawn from a
+    generator whose state the checkpoint keeps.
 
     next_batch() gives int64 arrays input_ids, token_type_ids, attention_mask (B, T),
     labels (B, T; -100 where nothing is predicted) and next_sentence_label (B,).
     """
 
-    def __init__(self, documents, tokenizer, batch_size: int, max_length: int, seed: int = 0):
+    def __init__(
+        self, documents, tokenizer, batch_size: int, max_length: int, seed: int = 0,
+        mlm_probability: float = 0.15,
+    ):  # fmt: skip
         if len(documents) < 2:
             raise ValueError("sentence pairs need at least two documents of two sentences each")
         self.documents = [[tokenizer.encode(s) for s in doc] for doc in documents]
         self.tokenizer, self.batch_size, self.max_length = tokenizer, batch_size, max_length
         self.ids = tokenizer.special_ids
+        self.mlm_probability = mlm_probability
         self.rng = np.random.default_rng(seed)
 
     def next_batch(self) -> dict:
@@ -60,7 +64,7 @@ class SentencePairBatches:
         specials = [self.ids[name] for name in SPECIALS]
         inputs, labels = mask_tokens(
             batch["input_ids"], self.ids["[MASK]"], len(self.tokenizer.chars), specials,
-            generator=self.rng,
+            mlm_probability=self.mlm_probability, generator=self.rng,
         )  # fmt: skip
         batch["input_ids"], batch["labels"] = inputs, labels
         return batch
