@@ -25,7 +25,7 @@ default_to_one_blas_thread()  # before NumPy loads OpenBLAS: see training/blas.p
 
 import numpy as np  # noqa: E402
 from training.checkpoint import load_checkpoint  # noqa: E402
-from training.cli import add_training_flags, check_device, merge_resumed_args  # noqa: E402
+from training.cli import HelpFormatter, add_training_flags, check_device, merge_resumed_args  # noqa: E402
 from training.data import CharTokenizer, load_text  # noqa: E402
 from training.optimization import make_adamw, warmup_cosine  # noqa: E402
 from training.sentence_pairs import SPECIALS, SentencePairBatches, split_documents  # noqa: E402
@@ -37,7 +37,7 @@ import tinytensor as tt  # noqa: E402
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         description="Pretrain a tiny character-level BERT (masked LM + next-sentence prediction).",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=HelpFormatter,
     )
     g = parser.add_argument_group("data")
     g.add_argument(

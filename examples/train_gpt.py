@@ -29,7 +29,7 @@ default_to_one_blas_thread()  # before NumPy loads OpenBLAS: see training/blas.p
 
 import numpy as np  # noqa: E402
 from training.checkpoint import load_checkpoint  # noqa: E402
-from training.cli import add_training_flags, check_device, merge_resumed_args  # noqa: E402
+from training.cli import HelpFormatter, add_training_flags, check_device, merge_resumed_args  # noqa: E402
 from training.data import (  # noqa: E402
     CharTokenizer,
     RandomWindows,
@@ -46,7 +46,7 @@ import tinytensor as tt  # noqa: E402
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         description="Train a tiny character-level GPT and print text it generates.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=HelpFormatter,
     )
     g = parser.add_argument_group("data")
     g.add_argument(

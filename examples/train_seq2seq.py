@@ -28,7 +28,7 @@ default_to_one_blas_thread()  # before NumPy loads OpenBLAS: see training/blas.p
 
 import numpy as np  # noqa: E402
 from training.checkpoint import load_checkpoint  # noqa: E402
-from training.cli import add_training_flags, check_device, merge_resumed_args  # noqa: E402
+from training.cli import HelpFormatter, add_training_flags, check_device, merge_resumed_args  # noqa: E402
 from training.data import CharTokenizer, load_text, split_train_val  # noqa: E402
 from training.optimization import make_adamw, warmup_cosine  # noqa: E402
 from training.seq2seq_tasks import (  # noqa: E402
@@ -50,7 +50,7 @@ DENOISE_SPECIALS = ("<pad>", "<s>", "</s>", "<mask>")
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         description="Train a tiny T5 or BART on reverse / sort / add, or BART on denoising.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=HelpFormatter,
     )
     g = parser.add_argument_group("task")
     g.add_argument("--model", choices=("t5", "bart"), default="t5", help="the architecture")

@@ -11,6 +11,16 @@ import tinytensor as tt
 RUN_CONTROL_FLAGS = ("resume", "out_dir", "device", "max_minutes", "no_progress", "no_plot")
 
 
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows each flag's default, except where the help already says it or there is none."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        if "default" in text or action.default in (None, False, argparse.SUPPRESS):
+            return text
+        return super()._get_help_string(action)
+
+
 def positive_int(text: str) -> int:
     value = int(text)
     if value <= 0:
@@ -33,54 +43,55 @@ def add_training_flags(parser: argparse.ArgumentParser, **defaults) -> None:
         "--steps",
         type=positive_int,
         default=defaults["steps"],
-        help="optimizer steps (default: %(default)s)",
+        help="optimizer steps",
     )
     g.add_argument(
         "--batch-size",
         type=positive_int,
         default=defaults["batch_size"],
-        help="sequences per step (default: %(default)s)",
+        help="sequences per step",
     )
     g.add_argument(
         "--lr",
         type=positive_float,
         default=defaults["lr"],
-        help="peak learning rate of AdamW (default: %(default)s)",
+        help="peak learning rate of AdamW",
     )
     g.add_argument(
         "--warmup-steps",
         type=int,
         default=defaults["warmup_steps"],
-        help="linear warmup steps before the cosine decay (default: %(default)s)",
+        help="linear warmup steps before the cosine decay",
     )
     g.add_argument(
         "--weight-decay",
         type=float,
         default=defaults.get("weight_decay", 0.1),
-        help="AdamW weight decay on matrices (default: %(default)s)",
+        help="AdamW weight decay on matrices",
     )
     g.add_argument(
         "--grad-clip",
         type=positive_float,
         default=1.0,
-        help="clip the global gradient norm to this (default: %(default)s)",
+        help="clip the global gradient norm to this",
     )
     g.add_argument(
         "--eval-every",
         type=positive_int,
         default=defaults["eval_every"],
-        help="validate every N steps (default: %(default)s)",
+        help="validate every N steps",
     )
     g.add_argument(
         "--checkpoint-every",
         type=positive_int,
         default=defaults["checkpoint_every"],
-        help="write a checkpoint every N steps, and at the end (default: %(default)s)",
+        help="write a checkpoint every N steps, and at the end",
     )
     g.add_argument(
         "--out-dir",
         default=defaults["out_dir"],
-        help="checkpoint, loss.png and metrics.json go here (default: %(default)s)",
+        help="checkpoint, loss.png and metrics.json go here"
+        + ("" if defaults["out_dir"] else " (default: runs/MODEL-TASK)"),
     )
     g.add_argument(
         "--resume",
@@ -94,12 +105,12 @@ def add_training_flags(parser: argparse.ArgumentParser, **defaults) -> None:
         default=defaults.get("max_minutes"),
         help="stop after this much training time, with a checkpoint",
     )
-    g.add_argument("--seed", type=int, default=0, help="random seed (default: %(default)s)")
+    g.add_argument("--seed", type=int, default=0, help="random seed")
     g.add_argument(
         "--device",
         choices=("cpu", "cuda"),
         default="cpu",
-        help="cuda needs CuPy and a GPU (default: %(default)s)",
+        help="cuda needs CuPy and a GPU",
     )
     g.add_argument("--no-progress", action="store_true", help="no progress bar")
     g.add_argument("--no-plot", action="store_true", help="do not write loss.png")
