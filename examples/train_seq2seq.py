@@ -168,6 +168,25 @@ def make_denoise_evaluate(args, val_ids, tokenizer, n_rows=64):
     return evaluate
 
 
+def show_reconstructions(model, val_ids, tokenizer, args, n=2):
+    """Prints held-out windows, their noised form (▁ = <mask>) and the greedy reconstruction."""
+    batch = DenoisingBatches(val_ids, tokenizer, args.window, n, seed=999).next_batch()
+    out = model.generate(
+        tt.tensor(batch["input_ids"], device=args.device), max_new_tokens=args.window + 2,
+        attention_mask=tt.tensor(batch["attention_mask"], device=args.device),
+    ).numpy()  # fmt: skip
+    mask = tokenizer.special_ids["<mask>"]
+
+    def text(ids):
+        shown = "".join("▁" if i == mask else tokenizer.decode([i]) for i in ids)
+        return repr(shown)
+
+    for source, labels, row in zip(batch["input_ids"], batch["labels"], out):
+        print(f"  noised:   {text(source)}")
+        print(f"  rebuilt:  {text(row[1:])}")
+        print(f"  original: {text(labels[labels != -100])}")
+
+
 def main(argv=None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -270,6 +289,8 @@ def main(argv=None) -> int:
         for (src, target), row in zip(show, out):
             got = vocab.decode(row[1:])
             print(f"  {src:>12} -> {got:<12} {'ok' if got == target else 'expected ' + target}")
+    else:
+        show_reconstructions(model, val_ids, tokenizer, args)
     print(f"wrote {result.checkpoint_path}, {result.plot_path or '(no plot)'} and metrics.json")
     return 0
 
