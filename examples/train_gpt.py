@@ -160,7 +160,9 @@ def main(argv=None) -> int:
             saved = load_checkpoint(os.path.join(args.out_dir, "checkpoint.safetensors"))
         except FileNotFoundError as e:
             parser.error(str(e))
-        args = merge_resumed_args(args, saved["meta"]["args"])
+        args = merge_resumed_args(
+            args, saved["meta"]["args"], also=("prompt", "sample_chars", "temperature")
+        )
         saved_tokenizer = CharTokenizer.from_state_dict(saved["meta"]["tokenizer"])
     try:
         text = load_text(args.data)

@@ -8,7 +8,11 @@ import tinytensor as tt
 
 # Flags a resumed run may change; every other flag is taken from the checkpoint so that the run
 # continues exactly as it started (same model, data, schedule and seed).
-RUN_CONTROL_FLAGS = ("resume", "out_dir", "device", "max_minutes", "no_progress", "no_plot")
+# (Validation and checkpoint intervals change what is recorded, never the training losses.)
+RUN_CONTROL_FLAGS = (
+    "resume", "out_dir", "device", "max_minutes", "no_progress", "no_plot", "eval_every",
+    "checkpoint_every",
+)  # fmt: skip
 
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -125,9 +129,12 @@ def check_device(parser: argparse.ArgumentParser, device: str) -> None:
         )
 
 
-def merge_resumed_args(args: argparse.Namespace, saved: dict) -> argparse.Namespace:
-    """The arguments of a resumed run: the checkpoint's, except the run-control flags."""
+def merge_resumed_args(
+    args: argparse.Namespace, saved: dict, also: tuple = ()
+) -> argparse.Namespace:
+    """The arguments of a resumed run: the checkpoint's, except the run-control flags and the
+    names in `also` (flags of the script that do not touch training, e.g. sampling)."""
     merged = dict(saved)
-    for name in RUN_CONTROL_FLAGS:
+    for name in RUN_CONTROL_FLAGS + tuple(also):
         merged[name] = getattr(args, name)
     return argparse.Namespace(**merged)

@@ -49,8 +49,8 @@ class TrainResult:
     history: dict  # "step"/"train_loss" per step, "eval_step" + one list per metric per eval
     interrupted: bool = False  # stopped by Ctrl-C
     timed_out: bool = False  # stopped by max_minutes
-    seconds: float = 0.0  # training time in this process (without startup)
-    tokens_per_second: float = 0.0
+    seconds: float = 0.0  # training time of all runs up to `step` (resumed ones added up)
+    tokens_per_second: float = 0.0  # over those runs
     checkpoint_path: str = ""
     plot_path: str = ""
     last_eval: dict = field(default_factory=dict)
@@ -109,6 +109,8 @@ class Trainer:
         self.batches, self.compute_loss, self.evaluate = batches, compute_loss, evaluate
         self.config, self.meta = config, meta or {}
         self.step = 0
+        self.seconds_before = 0.0  # training time of the runs this one resumes
+        self._start = None  # when this process's fit() began
         self.history = {"step": [], "train_loss": [], "lr": [], "eval_step": []}
         self.checkpoint_path = os.path.join(config.out_dir, "checkpoint.safetensors")
         self.plot_path = os.path.join(config.out_dir, "loss.png")
@@ -129,6 +131,7 @@ class Trainer:
         """Writes the checkpoint (atomically) and returns its path."""
         state = {
             "step": self.step,
+            "train_seconds": self.seconds_before + self._seconds_here(),
             "model": self.model.state_dict(),
             "optimizer": self.optimizer.state_dict(),
             "scheduler": self.scheduler.state_dict() if self.scheduler is not None else None,
@@ -148,10 +151,14 @@ class Trainer:
             self.scheduler.load_state_dict(state["scheduler"])
         self._set_rng_state(state["rng"])
         self.step = int(state["step"])
+        self.seconds_before = float(state.get("train_seconds", 0.0))
         self.history = {k: list(v) for k, v in state["history"].items()}
         return self.step
 
     # ---- the loop ---------------------------------------------------------------------------
+
+    def _seconds_here(self) -> float:
+        return time.perf_counter() - self._start if self._start is not None else 0.0
 
     def _current_lr(self) -> float:
         return float(self.optimizer.param_groups[0]["lr"])
@@ -193,7 +200,7 @@ class Trainer:
         os.makedirs(cfg.out_dir, exist_ok=True)
         result = TrainResult(step=self.step, history=self.history)
         bar = _progress_bar(cfg, self.step)
-        start, steps_here = time.perf_counter(), 0
+        self._start, steps_here = time.perf_counter(), 0
         last_eval: dict = {}
         try:
             with _InterruptFlag() as interrupt:
@@ -214,7 +221,7 @@ class Trainer:
                     self.history["step"].append(self.step)
                     self.history["train_loss"].append(loss)
                     self.history["lr"].append(lr)
-                    elapsed = time.perf_counter() - start
+                    elapsed = self._seconds_here()
                     postfix = {"loss": f"{loss:.3f}", "lr": f"{lr:.2e}"}
                     if cfg.eval_every and self.step % cfg.eval_every == 0 and self.step < cfg.steps:
                         last_eval = self.run_evaluation()
@@ -236,9 +243,9 @@ class Trainer:
                         break
         finally:
             bar.close()
-        result.seconds = time.perf_counter() - start
-        if cfg.tokens_per_step and result.seconds > 0:
-            result.tokens_per_second = cfg.tokens_per_step * steps_here / result.seconds
+        result.seconds = self.seconds_before + self._seconds_here()
+        if cfg.tokens_per_step and (steps_here or self.seconds_before):
+            result.tokens_per_second = cfg.tokens_per_step * self.step / result.seconds
         if not result.interrupted:
             if not self.history["eval_step"] or self.history["eval_step"][-1] != self.step:
                 last_eval = self.run_evaluation()

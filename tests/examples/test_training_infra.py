@@ -186,6 +186,9 @@ def test_resuming_a_finished_run_trains_no_more_and_reports_its_last_evaluation(
     result = again.fit()
     assert result.step == 6 and len(result.history["train_loss"]) == 6
     assert result.last_eval["val_loss"] == full.history["val_loss"][-1]
+    # the time and throughput are those of the run that did the training
+    assert full.seconds <= result.seconds < full.seconds + 1.0
+    assert result.tokens_per_second > 0
 
 
 def test_a_non_finite_loss_stops_with_advice_before_updating_the_weights(tmp_path):
