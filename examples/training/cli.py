@@ -41,56 +41,25 @@ def positive_float(text: str) -> float:
 
 def add_training_flags(parser: argparse.ArgumentParser, **defaults) -> None:
     """Adds the flags every training example has; `defaults` sets the example's own values of
-    steps, batch_size, lr, warmup_steps, eval_every, checkpoint_every, out_dir."""
+    steps, batch_size, lr, warmup_steps, eval_every, checkpoint_every, out_dir (required) and
+    weight_decay, grad_clip, max_minutes (optional)."""
     g = parser.add_argument_group("training")
-    g.add_argument(
-        "--steps",
-        type=positive_int,
-        default=defaults["steps"],
-        help="optimizer steps",
-    )
-    g.add_argument(
-        "--batch-size",
-        type=positive_int,
-        default=defaults["batch_size"],
-        help="sequences per step",
-    )
-    g.add_argument(
-        "--lr",
-        type=positive_float,
-        default=defaults["lr"],
-        help="peak learning rate of AdamW",
-    )
-    g.add_argument(
-        "--warmup-steps",
-        type=int,
-        default=defaults["warmup_steps"],
-        help="linear warmup steps before the cosine decay",
-    )
-    g.add_argument(
-        "--weight-decay",
-        type=float,
-        default=defaults.get("weight_decay", 0.1),
-        help="AdamW weight decay on matrices",
-    )
-    g.add_argument(
-        "--grad-clip",
-        type=positive_float,
-        default=1.0,
-        help="clip the global gradient norm to this",
-    )
-    g.add_argument(
-        "--eval-every",
-        type=positive_int,
-        default=defaults["eval_every"],
-        help="validate every N steps",
-    )
-    g.add_argument(
-        "--checkpoint-every",
-        type=positive_int,
-        default=defaults["checkpoint_every"],
-        help="write a checkpoint every N steps, and at the end",
-    )
+    # (flag, type, help, default if the example sets none; None: the example must set it)
+    numbers = (
+        ("--steps", positive_int, "optimizer steps", None),
+        ("--batch-size", positive_int, "sequences per step", None),
+        ("--lr", positive_float, "peak learning rate of AdamW", None),
+        ("--warmup-steps", int, "linear warmup steps before the cosine decay", None),
+        ("--weight-decay", float, "AdamW weight decay on matrices", 0.1),
+        ("--grad-clip", positive_float, "clip the global gradient norm to this", 1.0),
+        ("--eval-every", positive_int, "validate every N steps", None),
+        ("--checkpoint-every", positive_int, "write a checkpoint every N steps, and at the end",
+         None),
+    )  # fmt: skip
+    for flag, kind, text, fallback in numbers:
+        name = flag[2:].replace("-", "_")
+        default = defaults[name] if fallback is None else defaults.get(name, fallback)
+        g.add_argument(flag, type=kind, default=default, help=text)
     g.add_argument(
         "--out-dir",
         default=defaults["out_dir"],
