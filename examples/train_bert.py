@@ -162,17 +162,8 @@ def main(argv=None) -> int:
         train_docs, tokenizer, args.batch_size, args.max_length, seed=args.seed,
         mlm_probability=args.mlm_probability,
     )  # fmt: skip
-    config = TrainConfig(
-        steps=args.steps,
-        out_dir=args.out_dir,
-        eval_every=args.eval_every,
-        checkpoint_every=args.checkpoint_every,
-        grad_clip=args.grad_clip,
-        tokens_per_step=args.batch_size * args.max_length,
-        max_minutes=args.max_minutes,
-        progress=not args.no_progress,
-        plot=not args.no_plot,
-        desc="bert",
+    config = TrainConfig.from_args(
+        args, tokens_per_step=args.batch_size * args.max_length, desc="bert"
     )
     meta = {"args": vars(args), "tokenizer": tokenizer.state_dict()}
     trainer = Trainer(

@@ -185,17 +185,8 @@ def main(argv=None) -> int:
     optimizer = make_adamw(model, args.lr, args.weight_decay)
     scheduler = warmup_cosine(optimizer, args.warmup_steps, args.steps)
     batches = RandomWindows(train_ids, args.block_size, args.batch_size, seed=args.seed)
-    config = TrainConfig(
-        steps=args.steps,
-        out_dir=args.out_dir,
-        eval_every=args.eval_every,
-        checkpoint_every=args.checkpoint_every,
-        grad_clip=args.grad_clip,
-        tokens_per_step=args.batch_size * args.block_size,
-        max_minutes=args.max_minutes,
-        progress=not args.no_progress,
-        plot=not args.no_plot,
-        desc="gpt",
+    config = TrainConfig.from_args(
+        args, tokens_per_step=args.batch_size * args.block_size, desc="gpt"
     )
     meta = {"args": vars(args), "tokenizer": tokenizer.state_dict()}
     trainer = Trainer(

@@ -238,17 +238,8 @@ def main(argv=None) -> int:
     model = build_model(args, vocab_size, pad, bos, eos).to(args.device)
     optimizer = make_adamw(model, args.lr, args.weight_decay)
     scheduler = warmup_cosine(optimizer, args.warmup_steps, args.steps)
-    config = TrainConfig(
-        steps=args.steps,
-        out_dir=args.out_dir,
-        eval_every=args.eval_every,
-        checkpoint_every=args.checkpoint_every,
-        grad_clip=args.grad_clip,
-        tokens_per_step=tokens_per_step,
-        max_minutes=args.max_minutes,
-        progress=not args.no_progress,
-        plot=not args.no_plot,
-        desc=f"{args.model}-{args.task}",
+    config = TrainConfig.from_args(
+        args, tokens_per_step=tokens_per_step, desc=f"{args.model}-{args.task}"
     )
     trainer = Trainer(
         model, optimizer, scheduler, batches, lambda m, b: seq2seq_loss(m, b, args.device),

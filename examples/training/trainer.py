@@ -42,6 +42,22 @@ class TrainConfig:
     plot: bool = True  # write loss.png at the end
     desc: str = "train"  # the progress bar's label
 
+    @classmethod
+    def from_args(cls, args, tokens_per_step: int, desc: str) -> TrainConfig:
+        """The config of an example script's parsed flags (training/cli.py add_training_flags)."""
+        return cls(
+            steps=args.steps,
+            out_dir=args.out_dir,
+            eval_every=args.eval_every,
+            checkpoint_every=args.checkpoint_every,
+            grad_clip=args.grad_clip,
+            tokens_per_step=tokens_per_step,
+            max_minutes=args.max_minutes,
+            progress=not args.no_progress,
+            plot=not args.no_plot,
+            desc=desc,
+        )
+
 
 @dataclass
 class TrainResult:
