@@ -24,8 +24,7 @@ from training.blas import default_to_one_blas_thread  # noqa: E402
 default_to_one_blas_thread()  # before NumPy loads OpenBLAS: see training/blas.py
 
 import numpy as np  # noqa: E402
-from training.checkpoint import load_checkpoint  # noqa: E402
-from training.cli import HelpFormatter, add_training_flags, check_device, merge_resumed_args  # noqa: E402
+from training.cli import HelpFormatter, add_training_flags, check_device, resumed_args  # noqa: E402
 from training.data import CharTokenizer, load_text  # noqa: E402
 from training.optimization import make_adamw, warmup_cosine  # noqa: E402
 from training.sentence_pairs import SPECIALS, SentencePairBatches, split_documents  # noqa: E402
@@ -129,14 +128,8 @@ def main(argv=None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     check_device(parser, args.device)
-    saved_tokenizer = None
-    if args.resume:
-        try:
-            saved = load_checkpoint(os.path.join(args.out_dir, "checkpoint.safetensors"))
-        except FileNotFoundError as e:
-            parser.error(str(e))
-        args = merge_resumed_args(args, saved["meta"]["args"])
-        saved_tokenizer = CharTokenizer.from_state_dict(saved["meta"]["tokenizer"])
+    args, saved = resumed_args(parser, args)  # --resume: the checkpoint's flags (training/cli.py)
+    saved_tokenizer = CharTokenizer.from_state_dict(saved["tokenizer"]) if saved else None
     try:
         text = load_text(args.data)
     except (FileNotFoundError, ValueError) as e:

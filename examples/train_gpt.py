@@ -28,8 +28,7 @@ from training.blas import default_to_one_blas_thread  # noqa: E402
 default_to_one_blas_thread()  # before NumPy loads OpenBLAS: see training/blas.py
 
 import numpy as np  # noqa: E402
-from training.checkpoint import load_checkpoint  # noqa: E402
-from training.cli import HelpFormatter, add_training_flags, check_device, merge_resumed_args  # noqa: E402
+from training.cli import HelpFormatter, add_training_flags, check_device, resumed_args  # noqa: E402
 from training.data import (  # noqa: E402
     CharTokenizer,
     RandomWindows,
@@ -154,16 +153,9 @@ def main(argv=None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     check_device(parser, args.device)
-    saved_tokenizer = None
-    if args.resume:
-        try:
-            saved = load_checkpoint(os.path.join(args.out_dir, "checkpoint.safetensors"))
-        except FileNotFoundError as e:
-            parser.error(str(e))
-        args = merge_resumed_args(
-            args, saved["meta"]["args"], also=("prompt", "sample_chars", "temperature")
-        )
-        saved_tokenizer = CharTokenizer.from_state_dict(saved["meta"]["tokenizer"])
+    # --resume: the checkpoint's flags, except run control and sampling (training/cli.py)
+    args, saved = resumed_args(parser, args, also=("prompt", "sample_chars", "temperature"))
+    saved_tokenizer = CharTokenizer.from_state_dict(saved["tokenizer"]) if saved else None
     try:
         text = load_text(args.data)
     except (FileNotFoundError, ValueError) as e:

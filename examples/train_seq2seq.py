@@ -27,8 +27,7 @@ from training.blas import default_to_one_blas_thread  # noqa: E402
 default_to_one_blas_thread()  # before NumPy loads OpenBLAS: see training/blas.py
 
 import numpy as np  # noqa: E402
-from training.checkpoint import load_checkpoint  # noqa: E402
-from training.cli import HelpFormatter, add_training_flags, check_device, merge_resumed_args  # noqa: E402
+from training.cli import HelpFormatter, add_training_flags, check_device, resumed_args  # noqa: E402
 from training.data import CharTokenizer, load_text, split_train_val  # noqa: E402
 from training.optimization import make_adamw, warmup_cosine  # noqa: E402
 from training.seq2seq_tasks import (  # noqa: E402
@@ -193,15 +192,10 @@ def main(argv=None) -> int:
     if args.out_dir is None:
         args.out_dir = os.path.join("runs", f"{args.model}-{args.task}")
     check_device(parser, args.device)
-    saved_tokenizer = None
-    if args.resume:
-        try:
-            saved = load_checkpoint(os.path.join(args.out_dir, "checkpoint.safetensors"))
-        except FileNotFoundError as e:
-            parser.error(str(e))
-        args = merge_resumed_args(args, saved["meta"]["args"])
-        if "tokenizer" in saved["meta"]:
-            saved_tokenizer = CharTokenizer.from_state_dict(saved["meta"]["tokenizer"])
+    args, saved = resumed_args(parser, args)  # --resume: the checkpoint's flags (training/cli.py)
+    saved_tokenizer = None  # denoise runs save their tokenizer; the tasks' vocabularies are fixed
+    if "tokenizer" in saved:
+        saved_tokenizer = CharTokenizer.from_state_dict(saved["tokenizer"])
     if args.task == "denoise" and args.model != "bart":
         parser.error("--task denoise is BART's pretraining objective: use --model bart")
     if args.task != "denoise" and args.data is not None:

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import os
 
 import tinytensor as tt
+
+from .checkpoint import load_checkpoint
 
 # Flags a resumed run may change; every other flag is taken from the checkpoint so that the run
 # continues exactly as it started (same model, data, schedule and seed).
@@ -107,3 +110,17 @@ def merge_resumed_args(
     for name in RUN_CONTROL_FLAGS + tuple(also):
         merged[name] = getattr(args, name)
     return argparse.Namespace(**merged)
+
+
+def resumed_args(
+    parser: argparse.ArgumentParser, args: argparse.Namespace, also: tuple = ()
+) -> tuple[argparse.Namespace, dict]:
+    """With --resume: the run's arguments (merge_resumed_args) and the `meta` its checkpoint in
+    --out-dir holds (e.g. the tokenizer), or a usage error if there is none. Else (args, {})."""
+    if not args.resume:
+        return args, {}
+    try:
+        saved = load_checkpoint(os.path.join(args.out_dir, "checkpoint.safetensors"))
+    except FileNotFoundError as e:
+        parser.error(str(e))
+    return merge_resumed_args(args, saved["meta"]["args"], also), saved["meta"]
