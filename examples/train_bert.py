@@ -13,7 +13,6 @@ accuracy. Outputs, checkpoints, --resume and Ctrl-C work as in train_gpt.py.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 
@@ -27,6 +26,7 @@ import numpy as np  # noqa: E402
 from training.cli import HelpFormatter, add_training_flags, check_device, resumed_args  # noqa: E402
 from training.data import CharTokenizer, load_text  # noqa: E402
 from training.optimization import make_adamw, warmup_cosine  # noqa: E402
+from training.run import INTERRUPTED, run  # noqa: E402
 from training.sentence_pairs import SPECIALS, SentencePairBatches, split_documents  # noqa: E402
 from training.trainer import TrainConfig, Trainer  # noqa: E402
 
@@ -169,17 +169,9 @@ def main(argv=None) -> int:
         f"{len(train_docs)} training and {len(val_docs)} held-out documents; {args.steps} steps "
         f"of {args.batch_size} rows of {args.max_length} characters"
     )
-    if args.resume:
-        print(f"resuming from step {trainer.resume()} of {args.steps}")
-    result = trainer.fit()
+    result = run(trainer, args)  # --resume, fit, metrics.json (training/run.py)
     if result.interrupted:
-        print(f"interrupted at step {result.step}; checkpoint {result.checkpoint_path}; "
-              f"continue with: python {sys.argv[0]} --resume --out-dir {args.out_dir}")  # fmt: skip
-        return 130
-    metrics = {"steps": result.step, "train_seconds": result.seconds,
-               "tokens_per_second": result.tokens_per_second, **result.last_eval}  # fmt: skip
-    with open(os.path.join(args.out_dir, "metrics.json"), "w") as f:
-        json.dump(metrics, f, indent=2)
+        return INTERRUPTED
     e = result.last_eval
     print(
         f"\ntrained {result.step} steps in {result.seconds:.0f} s "

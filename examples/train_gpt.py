@@ -16,7 +16,6 @@ NumPy's BLAS runs one thread unless OPENBLAS_NUM_THREADS is set (why: training/b
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -37,6 +36,7 @@ from training.data import (  # noqa: E402
     split_train_val,
 )
 from training.optimization import make_adamw, warmup_cosine  # noqa: E402
+from training.run import INTERRUPTED, run  # noqa: E402
 from training.trainer import TrainConfig, Trainer  # noqa: E402
 
 import tinytensor as tt  # noqa: E402
@@ -149,6 +149,19 @@ def sample_text(model, tokenizer, prompt, n_chars, temperature, block_size, devi
     return tokenizer.decode(ids[0])
 
 
+def gpt_metrics(result, n_params: int) -> dict:
+    """What metrics.json records of a finished run."""
+    return {
+        "steps": result.step,
+        "train_loss": float(np.mean(result.history["train_loss"][-50:])),  # the last 50 steps
+        "val_loss": result.last_eval.get("val_loss", float("nan")),
+        "train_seconds": result.seconds,
+        "tokens_per_second": result.tokens_per_second,
+        "parameters": n_params,
+        "stopped_by_time_limit": result.timed_out,
+    }
+
+
 def main(argv=None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -192,18 +205,13 @@ def main(argv=None) -> int:
         f"context {args.block_size}; text {len(ids):,} characters, vocabulary "
         f"{tokenizer.vocab_size}; {args.steps} steps of {args.batch_size}x{args.block_size} tokens"
     )
-    if args.resume:
-        print(f"resuming from step {trainer.resume()} of {args.steps}")
     start = time.perf_counter()
-    result = trainer.fit()
+    # --resume, fit, metrics.json (training/run.py)
+    result = run(trainer, args, metrics=lambda r: gpt_metrics(r, n_params))
     if result.interrupted:
-        print(
-            f"interrupted at step {result.step}; checkpoint {result.checkpoint_path}; "
-            f"continue with: python {sys.argv[0]} --resume --out-dir {args.out_dir}"
-        )
-        return 130
-    train_loss = float(np.mean(result.history["train_loss"][-50:]))
-    val_loss = result.last_eval.get("val_loss", float("nan"))
+        return INTERRUPTED
+    metrics = gpt_metrics(result, n_params)  # what metrics.json holds
+    train_loss, val_loss = metrics["train_loss"], metrics["val_loss"]
     sample = sample_text(
         model,
         tokenizer,
@@ -214,17 +222,6 @@ def main(argv=None) -> int:
         args.device,
         seed=args.seed,
     )
-    metrics = {
-        "steps": result.step,
-        "train_loss": train_loss,  # mean of the last 50 steps' batch losses
-        "val_loss": val_loss,
-        "train_seconds": result.seconds,
-        "tokens_per_second": result.tokens_per_second,
-        "parameters": n_params,
-        "stopped_by_time_limit": result.timed_out,
-    }
-    with open(os.path.join(args.out_dir, "metrics.json"), "w") as f:
-        json.dump(metrics, f, indent=2)
     with open(os.path.join(args.out_dir, "sample.txt"), "w", encoding="utf-8") as f:
         f.write(sample)
     if result.timed_out:

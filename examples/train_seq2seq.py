@@ -16,7 +16,6 @@ Ctrl-C work as in train_gpt.py.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 
@@ -30,6 +29,7 @@ import numpy as np  # noqa: E402
 from training.cli import HelpFormatter, add_training_flags, check_device, resumed_args  # noqa: E402
 from training.data import CharTokenizer, load_text, split_train_val  # noqa: E402
 from training.optimization import make_adamw, warmup_cosine  # noqa: E402
+from training.run import INTERRUPTED, run  # noqa: E402
 from training.seq2seq_tasks import (  # noqa: E402
     BOS,
     EOS,
@@ -245,17 +245,9 @@ def main(argv=None) -> int:
         f"layers, width {args.d_model}; task {args.task}; {args.steps} steps of "
         f"{args.batch_size} examples"
     )
-    if args.resume:
-        print(f"resuming from step {trainer.resume()} of {args.steps}")
-    result = trainer.fit()
+    result = run(trainer, args)  # --resume, fit, metrics.json (training/run.py)
     if result.interrupted:
-        print(f"interrupted at step {result.step}; checkpoint {result.checkpoint_path}; "
-              f"continue with: python {sys.argv[0]} --resume --out-dir {args.out_dir}")  # fmt: skip
-        return 130
-    metrics = {"steps": result.step, "train_seconds": result.seconds,
-               "tokens_per_second": result.tokens_per_second, **result.last_eval}  # fmt: skip
-    with open(os.path.join(args.out_dir, "metrics.json"), "w") as f:
-        json.dump(metrics, f, indent=2)
+        return INTERRUPTED
     e = result.last_eval
     if args.task == "denoise":
         score = (

@@ -1,0 +1,46 @@
+"""What every training script does around `Trainer.fit`: --resume, the Ctrl-C exit, metrics.json.
+
+result = run(trainer, args)       # args: the flags of cli.add_training_flags
+if result.interrupted:
+    return INTERRUPTED            # the checkpoint is saved; the hint says how to continue
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Callable
+
+from .trainer import Trainer, TrainResult
+
+INTERRUPTED = 130  # a program's exit status when Ctrl-C (SIGINT, signal 2) stopped it: 128 + 2
+
+
+def basic_metrics(result: TrainResult) -> dict:
+    """Steps, training time, throughput and the last validation metrics."""
+    return {
+        "steps": result.step,
+        "train_seconds": result.seconds,
+        "tokens_per_second": result.tokens_per_second,
+        **result.last_eval,
+    }
+
+
+def run(
+    trainer: Trainer, args, metrics: Callable[[TrainResult], dict] = basic_metrics
+) -> TrainResult:
+    """Continues the checkpoint in --out-dir if --resume, trains, and writes `metrics(result)` to
+    --out-dir/metrics.json. After Ctrl-C it prints how to continue and writes no metrics."""
+    if args.resume:
+        print(f"resuming from step {trainer.resume()} of {args.steps}")
+    result = trainer.fit()
+    if result.interrupted:
+        print(
+            f"interrupted at step {result.step}; checkpoint {result.checkpoint_path}; "
+            f"continue with: python {sys.argv[0]} --resume --out-dir {args.out_dir}"
+        )
+        return result
+    with open(os.path.join(args.out_dir, "metrics.json"), "w") as f:
+        json.dump(metrics(result), f, indent=2)
+    return result
