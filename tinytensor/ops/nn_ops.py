@@ -95,7 +95,9 @@ class CrossEntropy(Function):
         total = losses.sum()
         if reduction == "sum":
             return total
-        return total / self.count  # NOTE: 0/0 = nan when every target is ignored, as PyTorch
+        if not self.count:  # NOTE: every target ignored: the mean is nan, as in PyTorch
+            return total * xp.nan
+        return total / self.count
 
     def backward(self, g):
         xp = get_array_module(g)
