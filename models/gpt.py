@@ -38,6 +38,9 @@ class GPTConfig:
     bos_token_id: int | None = 50256  # <|endoftext|> starts documents ...
     eos_token_id: int | None = 50256  # ... and ends them; generation stops at it
     pad_token_id: int | None = None  # GPT-2 has none
+    tie_word_embeddings: bool = True  # LM head = wte (else its own lm_head, no bias)
+    scale_attn_weights: bool = True  # scores / √d_head (HF can turn it off)
+    scale_attn_by_inverse_layer_idx: bool = False  # block i's scores also / (i + 1) (HF)
     # The attention variant and positions (nn.variants; HF's GPT-2 is "mha" with "learned").
     attention: str = "mha"  # mha | gqa | mqa | mla | sliding | linear
     n_kv_heads: int | None = None  # K/V heads of gqa (sliding: default n_head)
@@ -63,6 +66,10 @@ class GPTConfig:
             bos_token_id=c.get("bos_token_id"),
             eos_token_id=c.get("eos_token_id"),
             pad_token_id=c.get("pad_token_id"),
+            tie_word_embeddings=c.get("tie_word_embeddings", True),
+            scale_attn_weights=c.get("scale_attn_weights", True),
+            scale_attn_by_inverse_layer_idx=c.get("scale_attn_by_inverse_layer_idx", False),
+            # NOTE: reorder_and_upcast_attn only changes float16 rounding: float32 is the same
         )
 
     def to_hf(self) -> dict:
@@ -83,7 +90,9 @@ class GPTConfig:
             "bos_token_id": self.bos_token_id,
             "eos_token_id": self.eos_token_id,
             "pad_token_id": self.pad_token_id,
-            "tie_word_embeddings": True,
+            "tie_word_embeddings": self.tie_word_embeddings,
+            "scale_attn_weights": self.scale_attn_weights,
+            "scale_attn_by_inverse_layer_idx": self.scale_attn_by_inverse_layer_idx,
         }
 
 
@@ -114,13 +123,24 @@ class GPT(HFCheckpointMixin, nn.Module):
                 activation=config.activation,
                 norm_first=True,
                 eps=config.layer_norm_epsilon,
+                scale=self._attention_scale(config, i),
             )
-            for _ in range(config.n_layer)
+            for i in range(config.n_layer)
         ]
         if config.attention != "mha" or config.position == "rope":
             self._replace_attention(config)
         self.ln_f = nn.LayerNorm(config.n_embd, eps=config.layer_norm_epsilon)
+        self.lm_head = None
+        if not config.tie_word_embeddings:
+            self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
         self._init_weights()
+
+    @staticmethod
+    def _attention_scale(config, layer):
+        """Block `layer`'s score scale: d_head^-1/2 (if scale_attn_weights) · 1/(layer + 1) (if
+        scale_attn_by_inverse_layer_idx), as HF's GPT-2."""
+        scale = (config.n_embd // config.n_head) ** -0.5 if config.scale_attn_weights else 1.0
+        return scale / (layer + 1) if config.scale_attn_by_inverse_layer_idx else scale
 
     def _replace_attention(self, config):
         """Each block's self-attention becomes the configured variant (one RoPE table shared by
@@ -183,7 +203,8 @@ class GPT(HFCheckpointMixin, nn.Module):
         for block in self.blocks:
             x = block(x, key_mask=key_mask, attn_bias=attn_bias, is_causal=True, cache=cache)
         x = self.ln_f(x)
-        logits = x @ self.wte.weight.T  # (B, T, vocab): the LM head is the token embedding
+        head = self.wte.weight if self.lm_head is None else self.lm_head.weight
+        logits = x @ head.T  # (B, T, vocab): the LM head is the token embedding when tied
         loss = None
         if targets is not None:
             # (B·T, vocab) scores against (B·T,) targets
@@ -199,13 +220,14 @@ class GPT(HFCheckpointMixin, nn.Module):
     # ---- HuggingFace checkpoints (GPT2LMHeadModel) ----------------------------------------
 
     HF_PREFIX = "transformer."
+    HF_UNPREFIXED = ("lm_head.",)  # only untied models have their own lm_head
     # NOTE: GPT-2 uses Conv1D, storing weights (in, out): ours are (out, in), so transpose
     HF_TRANSPOSED = frozenset(
         f"blocks.{{}}.{name}.weight"
         for name in ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj")
         + ("self_attn.out_proj", "ffn.fc_in", "ffn.fc_out")
     )
-    HF_TIED = frozenset({"lm_head.weight"})  # = wte.weight
+    HF_TIED = frozenset({"lm_head.weight"})  # = wte.weight when tied
     HF_IGNORED = (r"h\.\d+\.attn\.(masked_)?bias",)  # old files store the causal mask
     HF_NAMES = {
         "wte.weight": "wte.weight",
@@ -228,4 +250,5 @@ class GPT(HFCheckpointMixin, nn.Module):
         "blocks.{}.ffn.fc_out.bias": "h.{}.mlp.c_proj.bias",
         "ln_f.weight": "ln_f.weight",
         "ln_f.bias": "ln_f.bias",
+        "lm_head.weight": "lm_head.weight",
     }
