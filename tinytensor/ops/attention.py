@@ -63,7 +63,8 @@ class ScaledDotProductAttention(Function):
             s = s + bias
         if allowed is not None:
             s = xp.where(allowed, s, -xp.inf)
-        m = s.max(axis=-1, keepdims=True)
+        # NOTE: no keys at all (Nk = 0): the max has no identity, so the rows shift by 0.
+        m = s.max(axis=-1, keepdims=True) if s.shape[-1] else xp.zeros(s.shape[:-1] + (1,), s.dtype)
         m = xp.where(xp.isfinite(m), m, 0)  # NOTE: fully masked row: exp(-inf - 0) = 0, no NaN
         e = xp.exp(s - m)
         total = e.sum(axis=-1, keepdims=True)
@@ -127,13 +128,17 @@ def attention_mask_parts(q, k, attn_mask, is_causal, key_lengths=None):
             raise TypeError("scaled_dot_product_attention: attn_mask must be a Tensor")
         if attn_mask.device != q.device:
             raise devices_mismatch_error("scaled_dot_product_attention", (q, attn_mask))
+        scores_shape = q.shape[:-1] + (nk,)
         try:
-            xp.broadcast_shapes(attn_mask.shape, q.shape[:-1] + (nk,))
+            # NOTE: a mask with more dims than the scores would silently grow the output.
+            fits = xp.broadcast_shapes(attn_mask.shape, scores_shape) == scores_shape
         except ValueError:
+            fits = False
+        if not fits:
             raise ValueError(
                 f"scaled_dot_product_attention: attn_mask of shape {tuple(attn_mask.shape)} does "
-                f"not broadcast to the scores' shape {tuple(q.shape[:-1]) + (nk,)}"
-            ) from None
+                f"not broadcast to the scores' shape {scores_shape}"
+            )
         if attn_mask.dtype == bool:
             allowed = attn_mask.data
         elif attn_mask.dtype.kind == "f":
@@ -200,11 +205,15 @@ class attention_backend:
         _backend.pop()
 
 
-def _kernels_cover(query, key, value):
+def _kernels_cover(query, key, value, attn_mask=None):
     import numpy as np
 
+    # NOTE: the kernels compute in float32 only; any float64 operand (a bias included) takes the
+    # naive path, so that no output or gradient is silently downcast.
+    operands = (query, key, value) + ((attn_mask,) if attn_mask is not None else ())
+    floats32 = all(t.dtype == np.float32 for t in operands if t.dtype != bool)
     d = query.shape[-1]
-    return query.dtype == np.float32 and d <= 128 and value.shape[-1] == d
+    return floats32 and d <= 128 and value.shape[-1] == d
 
 
 def choose_attention_impl(query, key, value, attn_mask=None, dropout_p=0.0, key_lengths=None):
@@ -232,7 +241,7 @@ def choose_attention_impl(query, key, value, attn_mask=None, dropout_p=0.0, key_
             batch_heads = math.prod(query.shape[:-2])
             big = batch_heads * query.shape[-2] * key.shape[-2] >= TILED_MIN_SCORES
             return "tiled" if big else "naive"
-    if wanted == "cuda" and not _kernels_cover(query, key, value):
+    if wanted == "cuda" and not _kernels_cover(query, key, value, attn_mask):
         return "naive"
     return wanted
 
