@@ -20,7 +20,13 @@ from tinytensor.nn import functional as F
 import tinytensor as tt
 from tinytensor import nn
 
-from .hf import HFCheckpointMixin, activation_from_hf, activation_to_hf
+from .hf import (
+    CheckpointError,
+    HFCheckpointMixin,
+    activation_from_hf,
+    activation_to_hf,
+    unsupported,
+)
 from .output import ModelOutput
 from .weight_init import normal_init_
 
@@ -38,9 +44,25 @@ class BERTConfig:
     dropout: float = 0.1  # HF hidden_dropout_prob (also used on the attention probabilities)
     layer_norm_eps: float = 1e-12  # LayerNorm eps (BERT's, not PyTorch's 1e-5)
     pad_token_id: int = 0  # [PAD]
+    tie_word_embeddings: bool = True  # MLM decoder = word embeddings (else its own matrix)
+    architecture: str = "BertForPreTraining"  # which heads exist: a key of HEADS
+
+    @property
+    def heads(self) -> tuple:
+        """(pooler, MLM head, NSP head): which of them this architecture has."""
+        return HEADS[self.architecture]
 
     @classmethod
     def from_hf(cls, c: dict) -> BERTConfig:
+        # NOTE: HF's is_decoder makes the self-attention causal (BertLMHeadModel)
+        unsupported(c, "is_decoder", (False,), "BERT")
+        unsupported(c, "add_cross_attention", (False,), "BERT")
+        architectures = c.get("architectures") or ["BertForPreTraining"]
+        if architectures[0] not in HEADS:
+            raise CheckpointError(
+                f"from_pretrained: BERT config architectures={architectures} is not supported "
+                f"(only {sorted(HEADS)}: their heads are what tinytensor's BERT computes)"
+            )
         return cls(
             vocab_size=c["vocab_size"],
             max_position_embeddings=c.get("max_position_embeddings", 512),
@@ -49,16 +71,18 @@ class BERTConfig:
             n_head=c["num_attention_heads"],
             d_model=c["hidden_size"],
             d_ff=c["intermediate_size"],
-            activation=activation_from_hf(c.get("hidden_act", "gelu")),
+            activation=activation_from_hf(c.get("hidden_act", "gelu"), "hidden_act"),
             dropout=c.get("hidden_dropout_prob", 0.1),
             layer_norm_eps=c.get("layer_norm_eps", 1e-12),
             pad_token_id=c.get("pad_token_id", 0) or 0,
+            tie_word_embeddings=c.get("tie_word_embeddings", True),
+            architecture=architectures[0],
         )
 
     def to_hf(self) -> dict:
         return {
             "model_type": "bert",
-            "architectures": ["BertForPreTraining"],
+            "architectures": [self.architecture],
             "vocab_size": self.vocab_size,
             "max_position_embeddings": self.max_position_embeddings,
             "type_vocab_size": self.type_vocab_size,
@@ -71,8 +95,16 @@ class BERTConfig:
             "attention_probs_dropout_prob": self.dropout,
             "layer_norm_eps": self.layer_norm_eps,
             "pad_token_id": self.pad_token_id,
-            "tie_word_embeddings": True,
+            "tie_word_embeddings": self.tie_word_embeddings,
         }
+
+
+# HF architecture -> (pooler, MLM head, NSP head) that its checkpoints hold
+HEADS = {
+    "BertForPreTraining": (True, True, True),
+    "BertForMaskedLM": (False, True, False),
+    "BertModel": (True, False, False),
+}
 
 
 class BERTEmbeddings(nn.Module):
@@ -98,7 +130,8 @@ class BERTEmbeddings(nn.Module):
 
 
 class MLMHead(nn.Module):
-    """Masked-LM scores: dense + activation + LayerNorm, then the word embeddings (tied) + bias."""
+    """Masked-LM scores: dense + activation + LayerNorm, then the word embeddings (tied; else
+    its own `decoder` matrix) + bias."""
 
     def __init__(self, config: BERTConfig, word_embeddings: nn.Embedding):
         super().__init__()
@@ -107,14 +140,19 @@ class MLMHead(nn.Module):
         self.norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
         self.word_embeddings = word_embeddings  # shared, not copied: its weight is the decoder
         self.bias = nn.Parameter(tt.zeros(config.vocab_size))
+        self.decoder = None
+        if not config.tie_word_embeddings:
+            self.decoder = nn.Linear(config.d_model, config.vocab_size, bias=False)
 
     def forward(self, h):
         h = self.norm(self.act(self.dense(h)))  # (B, T, D)
-        return h @ self.word_embeddings.weight.T + self.bias  # (B, T, vocab)
+        decoder = self.word_embeddings if self.decoder is None else self.decoder
+        return h @ decoder.weight.T + self.bias  # (B, T, vocab)
 
 
 class BERT(HFCheckpointMixin, nn.Module):
-    """BERT for pretraining: encoder, MLM head and NSP head (HF's BertForPreTraining)."""
+    """BERT for pretraining: encoder, MLM head and NSP head (HF's BertForPreTraining); with
+    config.architecture "BertForMaskedLM" only the MLM head, with "BertModel" only the pooler."""
 
     config_class = BERTConfig
 
@@ -134,9 +172,10 @@ class BERT(HFCheckpointMixin, nn.Module):
             )
             for _ in range(config.n_layer)
         ]
-        self.pooler = nn.Linear(config.d_model, config.d_model)
-        self.mlm = MLMHead(config, self.embeddings.word)
-        self.nsp = nn.Linear(config.d_model, 2)
+        pooler, mlm, nsp = config.heads
+        self.pooler = nn.Linear(config.d_model, config.d_model) if pooler else None
+        self.mlm = MLMHead(config, self.embeddings.word) if mlm else None
+        self.nsp = nn.Linear(config.d_model, 2) if nsp else None
         self._init_weights()
 
     def _init_weights(self):
@@ -165,12 +204,20 @@ class BERT(HFCheckpointMixin, nn.Module):
         `labels`, -100 = unmasked) and the NSP loss (with `next_sentence_label`, 0 = B follows A).
 
         Shapes: input_ids, token_type_ids, attention_mask (B, T) -> logits (B, T, vocab),
-        nsp_logits (B, 2), pooled (B, D).
+        nsp_logits (B, 2), pooled (B, D), hidden_states (B, T, D). A head the architecture lacks
+        gives None (and its labels are an error).
         """
+        for given, head, what in ((labels, self.mlm, "labels"), (next_sentence_label, self.nsp,
+                                  "next_sentence_label")):  # fmt: skip
+            if given is not None and head is None:
+                raise ValueError(
+                    f"BERT: a {self.config.architecture} has no head for {what} "
+                    "(its checkpoint holds none)"
+                )
         h = self.encode(input_ids, token_type_ids, attention_mask)
-        pooled = self.pooler(h[:, 0]).tanh()  # (B, D) from the [CLS] position
-        logits = self.mlm(h)
-        nsp_logits = self.nsp(pooled)
+        pooled = None if self.pooler is None else self.pooler(h[:, 0]).tanh()  # (B, D), [CLS]
+        logits = None if self.mlm is None else self.mlm(h)
+        nsp_logits = None if self.nsp is None else self.nsp(pooled)
         loss = None
         if labels is not None:
             b, t = labels.shape
@@ -179,7 +226,9 @@ class BERT(HFCheckpointMixin, nn.Module):
         if next_sentence_label is not None:
             nsp_loss = F.cross_entropy(nsp_logits, next_sentence_label.reshape(-1))  # (B,)
             loss = nsp_loss if loss is None else loss + nsp_loss
-        return ModelOutput(logits=logits, loss=loss, nsp_logits=nsp_logits, pooled=pooled)
+        return ModelOutput(
+            logits=logits, loss=loss, nsp_logits=nsp_logits, pooled=pooled, hidden_states=h
+        )
 
     # ---- HuggingFace checkpoints (BertForPreTraining) -------------------------------------
 
@@ -216,6 +265,7 @@ class BERT(HFCheckpointMixin, nn.Module):
         "mlm.norm.weight": "cls.predictions.transform.LayerNorm.weight",
         "mlm.norm.bias": "cls.predictions.transform.LayerNorm.bias",
         "mlm.bias": "cls.predictions.bias",
+        "mlm.decoder.weight": "cls.predictions.decoder.weight",  # untied only
         "nsp.weight": "cls.seq_relationship.weight",
         "nsp.bias": "cls.seq_relationship.bias",
     }

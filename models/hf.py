@@ -308,10 +308,24 @@ _ACTIVATIONS = {
 _ACTIVATIONS_BACK = {"gelu": "gelu", "gelu_tanh": "gelu_new", "relu": "relu", "silu": "silu"}
 
 
-def activation_from_hf(name: str) -> str:
+def activation_from_hf(name: str, field: str = "activation_function") -> str:
+    """nn's activation name for HF's; `field` names the config entry in the error."""
     if name not in _ACTIVATIONS:
-        raise CheckpointError(f"from_pretrained: activation {name!r} is not supported")
+        raise CheckpointError(
+            f"from_pretrained: config {field}={name!r} is not supported "
+            f"(supported: {sorted(_ACTIVATIONS)})"
+        )
     return _ACTIVATIONS[name]
+
+
+def unsupported(config: dict, field: str, supported, model: str) -> None:
+    """Raises when `config[field]` is set to a value other than `supported` (a tuple of values
+    our model implements), instead of loading a model that computes something else."""
+    if field in config and config[field] not in supported:
+        raise CheckpointError(
+            f"from_pretrained: {model} config {field}={config[field]!r} is not supported "
+            f"(only {' or '.join(map(repr, supported))})"
+        )
 
 
 def activation_to_hf(name: str) -> str:

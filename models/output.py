@@ -18,6 +18,7 @@ class ModelOutput:
         past_key_values: the KV cache to pass back when decoding token by token (use_cache).
         nsp_logits: BERT's next-sentence scores (B, 2); pooled: its tanh pooler output (B, D).
         encoder_output: T5/BART's encoder hidden states (B, S, D), reusable across decoding.
+        hidden_states: BERT's last encoder hidden states (B, T, D).
     """
 
     logits: Tensor
@@ -26,6 +27,7 @@ class ModelOutput:
     nsp_logits: Tensor | None = None
     pooled: Tensor | None = None
     encoder_output: Tensor | None = None
+    hidden_states: Tensor | None = None
 
     def __iter__(self):
         yield self.logits
