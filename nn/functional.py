@@ -177,3 +177,35 @@ def info_nce(a, b, temperature=0.07, symmetric=True, reduction="mean"):
         # logits.T (N, N): row j scores b_j against every a_i
         loss = (loss + cross_entropy(logits.T, labels, reduction=reduction)) / 2
     return loss
+
+
+def pad(input, pad, mode="constant", value=0.0):  # noqa: A002 - PyTorch's argument names
+    """Constant padding, as `torch.nn.functional.pad` (see tinytensor/ops/torch_extras.py)."""
+    from tinytensor.ops.torch_extras import pad as _pad
+
+    return _pad(input, pad, mode=mode, value=value)
+
+
+def softplus(input, beta=1.0, threshold=20.0):  # noqa: A002
+    """log(1 + e^(βx))/β, linear (x) where βx > threshold, as PyTorch.
+
+    NOTE: written as max(βx, 0) + log1p(e^(-|βx|)), which neither overflows nor loses the tail.
+    """
+    from tinytensor.ops import where
+    from tinytensor.ops.torch_extras import log1p
+
+    z = input * beta
+    smooth = (relu(z) + log1p((-z.abs()).exp())) / beta
+    return where(z > threshold, input, smooth)
+
+
+def logsigmoid(input):  # noqa: A002
+    """log σ(x) = -softplus(-x), stable in both tails."""
+    return -softplus(-input)
+
+
+def leaky_relu(input, negative_slope=0.01):  # noqa: A002
+    """x for x > 0, negative_slope·x elsewhere."""
+    from tinytensor.ops import where
+
+    return where(input > 0, input, input * negative_slope)

@@ -54,7 +54,6 @@ from .function import Function, enable_grad, is_grad_enabled, no_grad, set_grad_
 from .gradcheck import GradcheckError, gradcheck
 from .ops import (
     abs,
-    add,
     all,
     amax,
     amin,
@@ -64,6 +63,7 @@ from .ops import (
     cat,
     chunk,
     clamp,
+    clone,
     concat,
     concatenate,
     cos,
@@ -71,6 +71,7 @@ from .ops import (
     div,
     dropout,
     embedding,
+    eq,
     exp,
     expand,
     flatten,
@@ -82,13 +83,15 @@ from .ops import (
     linear,
     log,
     log_softmax,
+    logical_and,
+    logical_not,
+    logical_or,
+    logical_xor,
     logsumexp,
     masked_fill,
     matmul,
-    max,
     maximum,
     mean,
-    min,
     minimum,
     mul,
     neg,
@@ -110,8 +113,6 @@ from .ops import (
     squeeze,
     stack,
     std,
-    sub,
-    sum,
     tanh,
     transpose,
     tril,
@@ -121,12 +122,68 @@ from .ops import (
     where,
 )
 from .ops.attention import attention_backend
+from .ops.torch_extras import (  # PyTorch's extra arguments (alpha=, dtype=, max(x, other))
+    add,
+    addcdiv,
+    addcmul,
+    allclose,
+    bmm,
+    ceil,
+    clip,
+    cumsum,
+    dot,
+    equal,
+    erf,
+    expm1,
+    flip,
+    floor,
+    ge,
+    gt,
+    hstack,
+    index_select,
+    is_floating_point,
+    is_tensor,
+    isclose,
+    le,
+    lerp,
+    log1p,
+    lt,
+    masked_select,
+    max,
+    min,
+    mm,
+    movedim,
+    narrow,
+    ne,
+    norm,
+    numel,
+    outer,
+    prod,
+    reciprocal,
+    roll,
+    round,
+    select,
+    sign,
+    square,
+    std_mean,
+    sub,
+    sum,
+    t,
+    tile,
+    trunc,
+    unbind,
+    unflatten,
+    var_mean,
+    vstack,
+)
+from .ops.torch_extras import mv_ as mv
+from .ops.torch_extras import repeat as _repeat  # noqa: F401 - Tensor.repeat's engine
 from .random import Generator, manual_seed
 from .tensor import Tensor
 
 __version__ = "0.1.0"
 
-_LAZY = {"nn", "optim", "models", "viz", "serialization"}
+_LAZY = {"nn", "optim", "models", "viz", "serialization", "linalg", "autograd"}
 
 
 def __getattr__(name):

@@ -433,11 +433,11 @@ class Tensor:
 
     # ---- methods (PyTorch names; see tinytensor/ops for the math) ---------------------------
 
-    def add(self, other):
-        return _ops.add(self, other)
+    def add(self, other, *, alpha=1):
+        return _ops.torch_extras.add(self, other, alpha=alpha)
 
-    def sub(self, other):
-        return _ops.sub(self, other)
+    def sub(self, other, *, alpha=1):
+        return _ops.torch_extras.sub(self, other, alpha=alpha)
 
     def mul(self, other):
         return _ops.mul(self, other)
@@ -498,8 +498,8 @@ class Tensor:
     def masked_fill(self, mask, value):
         return _ops.masked_fill(self, mask, value)
 
-    def sum(self, dim=None, keepdim=False):
-        return _ops.sum(self, dim, keepdim)
+    def sum(self, dim=None, keepdim=False, *, dtype=None):
+        return _ops.torch_extras.sum(self, dim, keepdim, dtype=dtype)
 
     def mean(self, dim=None, keepdim=False):
         return _ops.mean(self, dim, keepdim)
@@ -511,10 +511,10 @@ class Tensor:
         return _ops.std(self, dim, unbiased, keepdim, correction=correction)
 
     def max(self, dim=None, keepdim=False):
-        return _ops.max(self, dim, keepdim)
+        return _ops.torch_extras.max(self, dim, keepdim)
 
     def min(self, dim=None, keepdim=False):
-        return _ops.min(self, dim, keepdim)
+        return _ops.torch_extras.min(self, dim, keepdim)
 
     def amax(self, dim=None, keepdim=False):
         return _ops.amax(self, dim, keepdim)
@@ -537,11 +537,11 @@ class Tensor:
     def all(self, dim=None, keepdim=False):
         return _ops.all(self, dim, keepdim)
 
-    def softmax(self, dim):
-        return _ops.softmax(self, dim)
+    def softmax(self, dim, dtype=None):
+        return _ops.softmax(self, dim, dtype=dtype)
 
-    def log_softmax(self, dim):
-        return _ops.log_softmax(self, dim)
+    def log_softmax(self, dim, dtype=None):
+        return _ops.log_softmax(self, dim, dtype=dtype)
 
     def reshape(self, *shape):
         return _ops.reshape(self, *shape)
@@ -590,6 +590,169 @@ class Tensor:
 
     def gather(self, dim, index):
         return _ops.gather(self, dim, index)
+
+    # ---- more PyTorch methods (tinytensor/ops/torch_extras.py) ------------------------------
+
+    def log1p(self):
+        return _ops.torch_extras.log1p(self)
+
+    def expm1(self):
+        return _ops.torch_extras.expm1(self)
+
+    def erf(self):
+        return _ops.torch_extras.erf(self)
+
+    def sign(self):
+        return _ops.torch_extras.sign(self)
+
+    def floor(self):
+        return _ops.torch_extras.floor(self)
+
+    def ceil(self):
+        return _ops.torch_extras.ceil(self)
+
+    def trunc(self):
+        return _ops.torch_extras.trunc(self)
+
+    def round(self, decimals=0):
+        return _ops.torch_extras.round(self, decimals=decimals)
+
+    def square(self):
+        return _ops.torch_extras.square(self)
+
+    def reciprocal(self):
+        return _ops.torch_extras.reciprocal(self)
+
+    def clamp_min(self, min):  # noqa: A002
+        return _ops.clamp(self, min=min)
+
+    def clamp_max(self, max):  # noqa: A002
+        return _ops.clamp(self, max=max)
+
+    def where(self, condition, other):
+        return _ops.where(condition, self, other)
+
+    def eq(self, other):
+        return _ops.eq(self, other)
+
+    def ne(self, other):
+        return _ops.torch_extras.ne(self, other)
+
+    def gt(self, other):
+        return _ops.torch_extras.gt(self, other)
+
+    def ge(self, other):
+        return _ops.torch_extras.ge(self, other)
+
+    def lt(self, other):
+        return _ops.torch_extras.lt(self, other)
+
+    def le(self, other):
+        return _ops.torch_extras.le(self, other)
+
+    def logical_not(self):
+        return _ops.logical_not(self)
+
+    def prod(self, dim=None, keepdim=False):
+        return _ops.torch_extras.prod(self, dim, keepdim)
+
+    def cumsum(self, dim, dtype=None):
+        return _ops.torch_extras.cumsum(self, dim, dtype=dtype)
+
+    def norm(self, p="fro", dim=None, keepdim=False):
+        return _ops.torch_extras.norm(self, p, dim, keepdim)
+
+    def t(self):
+        return _ops.torch_extras.t(self)
+
+    def swapaxes(self, dim0, dim1):
+        return _ops.transpose(self, dim0, dim1)
+
+    def movedim(self, source, destination):
+        return _ops.torch_extras.movedim(self, source, destination)
+
+    def unflatten(self, dim, sizes):
+        return _ops.torch_extras.unflatten(self, dim, sizes)
+
+    def unbind(self, dim=0):
+        return _ops.torch_extras.unbind(self, dim)
+
+    def narrow(self, dim, start, length):
+        return _ops.torch_extras.narrow(self, dim, start, length)
+
+    def select(self, dim, index):
+        return _ops.torch_extras.select(self, dim, index)
+
+    def index_select(self, dim, index):
+        return _ops.torch_extras.index_select(self, dim, index)
+
+    def flip(self, *dims):
+        return _ops.torch_extras.flip(self, _ops.movement._shape_arg(dims))
+
+    def roll(self, shifts, dims=None):
+        return _ops.torch_extras.roll(self, shifts, dims)
+
+    def repeat(self, *sizes):
+        return _ops.torch_extras.repeat(self, *sizes)
+
+    def reshape_as(self, other):
+        return _ops.reshape(self, other.shape)
+
+    def mm(self, other):
+        return _ops.torch_extras.mm(self, other)
+
+    def bmm(self, other):
+        return _ops.torch_extras.bmm(self, other)
+
+    def dot(self, other):
+        return _ops.torch_extras.dot(self, other)
+
+    def outer(self, other):
+        return _ops.torch_extras.outer(self, other)
+
+    def is_floating_point(self) -> bool:
+        return self.dtype.kind == "f"
+
+    def type(self, dtype):
+        return self.to(dtype)
+
+    def nelement(self) -> int:
+        return self.numel()
+
+    def element_size(self) -> int:
+        return self.dtype.itemsize
+
+    @property
+    def is_cuda(self) -> bool:
+        return self.device.type == "cuda"
+
+    def masked_fill_(self, mask, value) -> Tensor:
+        return self.copy_(_ops.masked_fill(self.detach(), mask, value))
+
+    def _new(self, make, size, dtype, requires_grad):
+        from . import creation
+
+        size = _ops.movement._shape_arg(size)
+        out = getattr(creation, make)(size, dtype=dtype or self.dtype, device=self.device)
+        return out.requires_grad_(requires_grad)
+
+    def new_zeros(self, *size, dtype=None, requires_grad=False) -> Tensor:
+        return self._new("zeros", size, dtype, requires_grad)
+
+    def new_ones(self, *size, dtype=None, requires_grad=False) -> Tensor:
+        return self._new("ones", size, dtype, requires_grad)
+
+    def new_empty(self, *size, dtype=None, requires_grad=False) -> Tensor:
+        return self._new("zeros", size, dtype, requires_grad)
+
+    def new_full(self, size, fill_value, dtype=None, requires_grad=False) -> Tensor:
+        from . import creation
+
+        out = creation.full(size, fill_value, dtype=dtype or self.dtype, device=self.device)
+        return out.requires_grad_(requires_grad)
+
+    def new_tensor(self, data, dtype=None, requires_grad=False) -> Tensor:
+        return Tensor(data, requires_grad, dtype or self.dtype, self.device)
 
 
 from . import ops as _ops  # noqa: E402 - the ops import Tensor, so they come after it

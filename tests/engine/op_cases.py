@@ -124,6 +124,11 @@ add(
 add(
     _case("Exp", "plain", lambda r: [leaf(r, 3, 4)], tt.exp),
     _case("Log", "positive", lambda r: [leaf(r, 3, 4, low=0.2)], tt.log),
+    _case("Log1p", "above--1", lambda r: [leaf(r, 3, 4, low=-0.8)], tt.log1p),
+    _case("Expm1", "plain", lambda r: [leaf(r, 3, 4)], tt.expm1),
+    _case("Erf", "plain", lambda r: [leaf(r, 3, 4)], tt.erf),
+    _case("CumSum", "dim1", lambda r: [leaf(r, 3, 4)], lambda x: tt.cumsum(x, dim=1)),
+    _case("CumSum", "dim-neg3d", lambda r: [leaf(r, 2, 3, 2)], lambda x: x.cumsum(-2)),
     _case("Sqrt", "positive", lambda r: [leaf(r, 3, 4, low=0.2)], tt.sqrt),
     _case("Rsqrt", "positive", lambda r: [leaf(r, 3, 4, low=0.2)], tt.rsqrt),
     _case("Abs", "away-from-0", lambda r: [away_from_zero(r, 3, 4)], tt.abs),

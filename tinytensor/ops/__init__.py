@@ -86,4 +86,6 @@ from .reduce import (
     var,
 )
 
+from . import torch_extras  # noqa: E402 - PyTorch-named extras (uses the ops above)
+
 __all__ = [name for name in dir() if not name.startswith("_")]

@@ -56,7 +56,8 @@ def normalize_dim(dim, ndim, op):
 
 def normalize_dims(dim, ndim, op):
     """`dim` (None, int or a sequence) as a sorted tuple of non-negative axes."""
-    if dim is None:
+    if dim is None or (isinstance(dim, (list, tuple)) and not dim):
+        # NOTE: PyTorch reads an empty dim list as "all dims" (x.sum(dim=()) is the full sum)
         return tuple(range(ndim))
     if isinstance(dim, (list, tuple)):
         axes = tuple(sorted({normalize_dim(d, ndim, op) for d in dim}))

@@ -234,11 +234,14 @@ class Dropout(Function):
 # ---- functional API -----------------------------------------------------------------------
 
 
-def softmax(x, dim):
+def softmax(x, dim, dtype=None):
+    """`dtype` casts the input first (as PyTorch), e.g. float32 logits softmaxed in float64."""
+    x = x if dtype is None else x.to(dtype)
     return Softmax.apply(x, axis=normalize_dim(dim, x.ndim, "softmax"))
 
 
-def log_softmax(x, dim):
+def log_softmax(x, dim, dtype=None):
+    x = x if dtype is None else x.to(dtype)
     return LogSoftmax.apply(x, axis=normalize_dim(dim, x.ndim, "log_softmax"))
 
 

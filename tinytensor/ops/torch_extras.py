@@ -1,0 +1,439 @@
+"""PyTorch-named ops that a ported script reaches for beyond the core set.
+
+A few are new `Function`s (log1p, expm1, erf, cumsum, the rounding family); the rest are
+compositions of core ops (their gradients come from those ops' VJPs) or plain aliases, so that
+`torch.X(...)` / `x.X(...)` can be written as `tt.X(...)` / `x.X(...)` with the same arguments.
+"""
+
+from __future__ import annotations
+
+import builtins
+
+from ..backend import get_array_module, is_cupy_array
+from ..function import Function
+from ..tensor import Tensor
+from . import elementwise as ew
+from . import movement as mv
+from . import reduce as rd
+from ._util import binary_operands, normalize_dim, normalize_dims
+from .linalg import matmul
+
+
+def _erf(x):
+    if is_cupy_array(x):
+        from cupyx.scipy.special import erf
+    else:
+        from scipy.special import erf
+    return erf(x)
+
+
+# ---- new Functions ------------------------------------------------------------------------
+
+
+class Log1p(Function):
+    """z = log(1 + x);  dL/dx = g / (1 + x)."""
+
+    def forward(self, x):
+        self.x = x
+        return get_array_module(x).log1p(x)
+
+    def backward(self, g):
+        return g / (1 + self.x)
+
+
+class Expm1(Function):
+    """z = eˣ - 1;  dL/dx = g·(z + 1)."""
+
+    def forward(self, x):
+        self.z = get_array_module(x).expm1(x)
+        return self.z
+
+    def backward(self, g):
+        return g * (self.z + 1)
+
+
+class Erf(Function):
+    """z = erf x;  dL/dx = g·2/√π·e^(-x²)."""
+
+    def forward(self, x):
+        self.x = x
+        return _erf(x)
+
+    def backward(self, g):
+        return g * (2 / 3.141592653589793**0.5) * get_array_module(g).exp(-self.x * self.x)
+
+
+class CumSum(Function):
+    """z_i = Σ_{j ≤ i} x_j along `axis`;  dL/dx_j = Σ_{i ≥ j} g_i (a reversed cumsum)."""
+
+    def forward(self, x, axis=0):
+        self.axis = axis
+        return get_array_module(x).cumsum(x, axis=axis)
+
+    def backward(self, g):
+        xp = get_array_module(g)
+        return xp.flip(xp.cumsum(xp.flip(g, self.axis), axis=self.axis), self.axis)
+
+
+class Rounding(Function):
+    """z = floor/ceil/round/trunc/sign of x. No gradient (PyTorch's is 0 almost everywhere)."""
+
+    differentiable = False
+
+    def forward(self, x, op="floor"):
+        return getattr(get_array_module(x), op)(x)
+
+
+def log1p(x):
+    return Log1p.apply(x)
+
+
+def expm1(x):
+    return Expm1.apply(x)
+
+
+def erf(x):
+    return Erf.apply(x)
+
+
+def cumsum(x, dim, dtype=None):
+    out = CumSum.apply(x, axis=normalize_dim(dim, x.ndim, "cumsum"))
+    return out if dtype is None else out.to(dtype)
+
+
+def floor(x):
+    return Rounding.apply(x, op="floor")
+
+
+def ceil(x):
+    return Rounding.apply(x, op="ceil")
+
+
+def trunc(x):
+    return Rounding.apply(x, op="trunc")
+
+
+def sign(x):
+    return Rounding.apply(x, op="sign")
+
+
+def round(x, decimals=0):  # noqa: A001 - PyTorch's name
+    """Round half to even (as PyTorch); `decimals` rounds to that many decimal places."""
+    if decimals == 0:
+        return Rounding.apply(x, op="round")
+    scale = 10.0**decimals
+    return Rounding.apply(x * scale, op="round") / scale
+
+
+# ---- arithmetic with PyTorch's extra arguments ---------------------------------------------
+
+
+def add(a, b, *, alpha=1):
+    """a + alpha·b."""
+    return ew.add(a, b if alpha == 1 else b * alpha)
+
+
+def sub(a, b, *, alpha=1):
+    """a - alpha·b."""
+    return ew.sub(a, b if alpha == 1 else b * alpha)
+
+
+def square(x):
+    return x * x
+
+
+def reciprocal(x):
+    return 1 / x
+
+
+def clip(x, min=None, max=None):  # noqa: A002 - PyTorch's argument names
+    return ew.clamp(x, min=min, max=max)
+
+
+def lerp(start, end, weight):
+    """start + weight·(end - start)."""
+    return start + weight * (end - start)
+
+
+def addcmul(x, t1, t2, *, value=1):
+    return x + value * t1 * t2
+
+
+def addcdiv(x, t1, t2, *, value=1):
+    return x + value * t1 / t2
+
+
+# ---- comparisons (no gradient) -------------------------------------------------------------
+
+
+def ne(a, b):
+    return ew.compare(a, b, "not_equal")
+
+
+def gt(a, b):
+    return ew.compare(a, b, "greater")
+
+
+def ge(a, b):
+    return ew.compare(a, b, "greater_equal")
+
+
+def lt(a, b):
+    return ew.compare(a, b, "less")
+
+
+def le(a, b):
+    return ew.compare(a, b, "less_equal")
+
+
+def isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
+    a, b = binary_operands(a, b)
+    xp = get_array_module(a.data)
+    return Tensor._wrap(xp.isclose(a.data, b.data, rtol, atol, equal_nan), False, None)
+
+
+def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False) -> bool:
+    return builtins.bool(isclose(a, b, rtol, atol, equal_nan).all().item())
+
+
+def equal(a, b) -> bool:
+    """True when both have the same shape and the same values."""
+    return tuple(a.shape) == tuple(b.shape) and builtins.bool((a == b).all().item())
+
+
+# ---- reductions ----------------------------------------------------------------------------
+
+
+def max(x, dim=None, keepdim=False):  # noqa: A001 - PyTorch's name
+    """`max(x)`, `max(x, dim)` -> (values, indices), or `max(x, other)` = maximum."""
+    if isinstance(dim, Tensor):
+        return ew.maximum(x, dim)
+    return rd.max(x, dim, keepdim)
+
+
+def min(x, dim=None, keepdim=False):  # noqa: A001 - PyTorch's name
+    """`min(x)`, `min(x, dim)` -> (values, indices), or `min(x, other)` = minimum."""
+    if isinstance(dim, Tensor):
+        return ew.minimum(x, dim)
+    return rd.min(x, dim, keepdim)
+
+
+def sum(x, dim=None, keepdim=False, *, dtype=None):  # noqa: A001 - PyTorch's name
+    """Σ over `dim` (all dims for None or ()); `dtype` casts the input first, as PyTorch."""
+    return rd.sum(x if dtype is None else x.to(dtype), dim, keepdim)
+
+
+def prod(x, dim=None, keepdim=False):
+    """Π over `dim` (or all), as exp Σ log|x| with the sign put back.
+
+    NOTE: composed from differentiable ops so it needs no VJP of its own; an input with a zero
+    gives the right value (0) but a nan gradient, unlike PyTorch. Fine for the usual positive
+    scale factors; avoid for inputs that hold zeros.
+    """
+    axes = normalize_dims(dim, x.ndim, "prod")
+    if not axes:  # a 0-d tensor
+        return x
+    magnitude = rd.sum(ew.log(ew.abs(x)), axes, keepdim).exp()
+    negatives = rd.sum((x < 0).to(x.dtype), axes, keepdim)
+    odd = negatives - 2 * floor(negatives / 2)
+    return magnitude * (1 - 2 * odd)
+
+
+def norm(x, p="fro", dim=None, keepdim=False):
+    """‖x‖_p over `dim` (all elements by default); p = 2 / 'fro', 1, inf or any number."""
+    if p in ("fro", 2, 2.0):
+        return rd.sum(x * x, dim, keepdim).sqrt()
+    if p == float("inf"):
+        return rd.amax(ew.abs(x), dim, keepdim)
+    if p == 1:
+        return rd.sum(ew.abs(x), dim, keepdim)
+    return rd.sum(ew.abs(x) ** p, dim, keepdim) ** (1.0 / p)
+
+
+def vector_norm(x, ord=2, dim=None, keepdim=False):  # noqa: A002 - PyTorch's argument name
+    return norm(x, ord, dim, keepdim)
+
+
+def var_mean(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    v = rd.var(x, dim, unbiased, keepdim, correction=correction)
+    return v, rd.mean(x, dim, keepdim)
+
+
+def std_mean(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    s = rd.std(x, dim, unbiased, keepdim, correction=correction)
+    return s, rd.mean(x, dim, keepdim)
+
+
+# ---- movement ------------------------------------------------------------------------------
+
+
+def t(x):
+    """Transpose of a 0-, 1- or 2-d tensor."""
+    if x.ndim > 2:
+        raise ValueError(f"t: expects a tensor with <= 2 dims, got shape {tuple(x.shape)}")
+    return x if x.ndim < 2 else mv.transpose(x, 0, 1)
+
+
+def movedim(x, source, destination):
+    src = source if isinstance(source, (tuple, list)) else (source,)
+    dst = destination if isinstance(destination, (tuple, list)) else (destination,)
+    src = [normalize_dim(d, x.ndim, "movedim") for d in src]
+    dst = [normalize_dim(d, x.ndim, "movedim") for d in dst]
+    rest = iter(d for d in range(x.ndim) if d not in src)
+    placed = dict(zip(dst, src, strict=True))
+    order = [placed[i] if i in placed else next(rest) for i in range(x.ndim)]
+    return mv.permute(x, order)
+
+
+def unflatten(x, dim, sizes):
+    d = normalize_dim(dim, x.ndim, "unflatten")
+    return mv.reshape(x, x.shape[:d] + tuple(sizes) + x.shape[d + 1 :])
+
+
+def unbind(x, dim=0):
+    d = normalize_dim(dim, x.ndim, "unbind")
+    return tuple(select(x, d, i) for i in range(x.shape[d]))
+
+
+def select(x, dim, index):
+    d = normalize_dim(dim, x.ndim, "select")
+    return x[(slice(None),) * d + (index,)]
+
+
+def narrow(x, dim, start, length):
+    d = normalize_dim(dim, x.ndim, "narrow")
+    return x[(slice(None),) * d + (slice(start, start + length),)]
+
+
+def index_select(x, dim, index):
+    d = normalize_dim(dim, x.ndim, "index_select")
+    if not isinstance(index, Tensor) or index.dtype.kind not in "iu" or index.ndim > 1:
+        raise TypeError("index_select: index must be a 0-d or 1-d integer tensor")
+    return x[(slice(None),) * d + (index.reshape(-1),)]
+
+
+def flip(x, dims):
+    dims = dims if isinstance(dims, (tuple, list)) else (dims,)
+    axes = {normalize_dim(d, x.ndim, "flip") for d in dims}
+    return x[tuple(slice(None, None, -1) if i in axes else slice(None) for i in range(x.ndim))]
+
+
+def roll(x, shifts, dims=None):
+    if dims is None:
+        return roll(mv.reshape(x, -1), shifts, 0).reshape(x.shape)
+    shifts = shifts if isinstance(shifts, (tuple, list)) else (shifts,)
+    dims = dims if isinstance(dims, (tuple, list)) else (dims,)
+    for s, d in zip(shifts, dims, strict=True):
+        d = normalize_dim(d, x.ndim, "roll")
+        n = x.shape[d]
+        s = s % n if n else 0
+        if s:
+            x = mv.cat([narrow(x, d, n - s, s), narrow(x, d, 0, n - s)], dim=d)
+    return x
+
+
+def repeat(x, *sizes):
+    """Tiles x `sizes[i]` times along dim i (leading new dims allowed), as `Tensor.repeat`."""
+    sizes = mv._shape_arg(sizes)
+    if len(sizes) < x.ndim:
+        raise ValueError(f"repeat: {sizes} has fewer dims than the tensor's {tuple(x.shape)}")
+    shape = (1,) * (len(sizes) - x.ndim) + tuple(x.shape)
+    x = mv.reshape(x, shape)
+    # (r0, n0, r1, n1, ...) by broadcasting, then merge each pair
+    interleaved = tuple(v for n in shape for v in (1, n))
+    target = tuple(v for r, n in zip(sizes, shape, strict=True) for v in (r, n))
+    tiled = mv.expand(mv.reshape(x, interleaved), target)
+    return mv.reshape(tiled, tuple(r * n for r, n in zip(sizes, shape, strict=True)))
+
+
+def tile(x, dims):
+    dims = tuple(dims)
+    return repeat(x, (1,) * (x.ndim - len(dims)) + dims)
+
+
+def hstack(tensors):
+    return mv.cat(tensors, dim=0 if tensors[0].ndim == 1 else 1)
+
+
+def vstack(tensors):
+    return mv.cat([tt if tt.ndim > 1 else tt.reshape(1, -1) for tt in tensors], dim=0)
+
+
+def masked_select(x, mask):
+    return x[mask]
+
+
+def pad(input, pad, mode="constant", value=0.0):  # noqa: A002 - PyTorch's argument names
+    """Constant padding as `torch.nn.functional.pad`: `pad` = (left, right) for the last dim,
+    then (left, right) for the one before, ...; negative amounts crop."""
+    if mode != "constant":
+        raise NotImplementedError(f"pad: only mode='constant' is supported, got {mode!r}")
+    if len(pad) % 2 or len(pad) // 2 > input.ndim:
+        raise ValueError(f"pad: {pad} must hold pairs for at most {input.ndim} dims")
+    from ..creation import full
+
+    x = input
+    for i in range(len(pad) // 2):
+        d = x.ndim - 1 - i
+        before, after = pad[2 * i], pad[2 * i + 1]
+        if before < 0:
+            x, before = narrow(x, d, -before, x.shape[d] + before), 0
+        if after < 0:
+            x, after = narrow(x, d, 0, x.shape[d] + after), 0
+        parts = []
+        for amount in (before, after):
+            shape = x.shape[:d] + (amount,) + x.shape[d + 1 :]
+            parts.append(full(shape, value, dtype=x.dtype, device=x.device) if amount else None)
+        x = mv.cat([p for p in (parts[0], x, parts[1]) if p is not None], dim=d)
+    return x
+
+
+# ---- linear algebra ------------------------------------------------------------------------
+
+
+def mm(a, b):
+    if a.ndim != 2 or b.ndim != 2:
+        raise ValueError(f"mm: expects 2-d tensors, got {tuple(a.shape)} and {tuple(b.shape)}")
+    return matmul(a, b)
+
+
+def bmm(a, b):
+    if a.ndim != 3 or b.ndim != 3 or a.shape[0] != b.shape[0]:
+        raise ValueError(f"bmm: expects (B, n, m) and (B, m, p), got {a.shape} and {b.shape}")
+    return matmul(a, b)
+
+
+def mv_(a, v):
+    return matmul(a, v)
+
+
+def dot(a, b):
+    if a.ndim != 1 or b.ndim != 1:
+        raise ValueError(f"dot: expects 1-d tensors, got {tuple(a.shape)} and {tuple(b.shape)}")
+    return matmul(a, b)
+
+
+def outer(a, b):
+    return mv.unsqueeze(a, 1) * mv.unsqueeze(b, 0)
+
+
+def is_tensor(obj) -> bool:
+    return isinstance(obj, Tensor)
+
+
+def numel(x) -> int:
+    return x.numel()
+
+
+def is_floating_point(x) -> bool:
+    return x.dtype.kind == "f"
+
+
+__all__ = [
+    name
+    for name in dir()
+    if not name.startswith("_")
+    and name
+    not in {"annotations", "builtins", "dtypes", "get_array_module", "is_cupy_array", "Function"}
+    and name not in {"Tensor", "ew", "mv", "rd", "binary_operands", "normalize_dim"}
+]
