@@ -48,8 +48,17 @@ class T5Config:
     pad_token_id: int = 0  # <pad>, also the decoder start token
     eos_token_id: int = 1  # </s>
     decoder_start_token_id: int = 0  # first decoder input
+    # HF's split of feed_forward_proj, which a config.json may override (None: derived)
+    dense_act_fn: str | None = None  # HF activation name ("gated-gelu" -> "gelu_new")
+    is_gated_act: bool | None = None  # gated FFN (wi_0 activated, times wi_1)
 
     def __post_init__(self):
+        gated, _, act = self.feed_forward_proj.rpartition("-")
+        if self.dense_act_fn is None:
+            # NOTE: HF maps "gated-gelu" to gelu_new (the tanh approximation), as the original
+            self.dense_act_fn = "gelu_new" if self.feed_forward_proj == "gated-gelu" else act
+        if self.is_gated_act is None:
+            self.is_gated_act = gated == "gated"
         if self.n_decoder_layer is None:
             self.n_decoder_layer = self.n_layer
         if self.scale_decoder_outputs is None:
@@ -57,11 +66,9 @@ class T5Config:
 
     @property
     def activation(self) -> str:
-        """nn.FeedForward's name for feed_forward_proj ("gated-gelu" -> "geglu_tanh")."""
-        gated, _, act = self.feed_forward_proj.rpartition("-")
-        # NOTE: HF maps "gated-gelu" to gelu_new (the tanh approximation), as the original
-        act = "gelu_tanh" if self.feed_forward_proj == "gated-gelu" else activation_from_hf(act)
-        return _GATED[act] if gated == "gated" else act
+        """nn.FeedForward's name for dense_act_fn + is_gated_act ("gated-gelu": geglu_tanh)."""
+        act = activation_from_hf(self.dense_act_fn, "dense_act_fn")
+        return _GATED[act] if self.is_gated_act else act
 
     @classmethod
     def from_hf(cls, c: dict) -> T5Config:
@@ -85,6 +92,8 @@ class T5Config:
             pad_token_id=c.get("pad_token_id", 0),
             eos_token_id=c.get("eos_token_id", 1),
             decoder_start_token_id=c.get("decoder_start_token_id", c.get("pad_token_id", 0)),
+            dense_act_fn=c.get("dense_act_fn"),
+            is_gated_act=c.get("is_gated_act"),
         )
 
     def to_hf(self) -> dict:
@@ -109,6 +118,8 @@ class T5Config:
             "pad_token_id": self.pad_token_id,
             "eos_token_id": self.eos_token_id,
             "decoder_start_token_id": self.decoder_start_token_id,
+            "dense_act_fn": self.dense_act_fn,
+            "is_gated_act": self.is_gated_act,
         }
 
 
