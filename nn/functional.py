@@ -10,7 +10,6 @@ from __future__ import annotations
 from tinytensor.creation import arange, zeros_like
 from tinytensor.ops import (  # noqa: F401 - re-exported
     clamp,
-    cross_entropy,
     dropout,
     embedding,
     gelu,
@@ -27,6 +26,7 @@ from tinytensor.ops import (  # noqa: F401 - re-exported
     stack,
     tanh,
 )
+from tinytensor.ops import cross_entropy as _fused_cross_entropy
 from tinytensor.tensor import Tensor
 
 _REDUCTIONS = ("mean", "sum", "none")
@@ -68,10 +68,82 @@ def l1_loss(input, target, reduction="mean"):  # noqa: A002
     return _reduce((input - target).abs(), reduction, "l1_loss")
 
 
-def nll_loss(input, target, ignore_index=-100, reduction="mean"):  # noqa: A002
+def cross_entropy(
+    input,  # noqa: A002
+    target,
+    weight=None,
+    ignore_index=-100,
+    reduction="mean",
+    label_smoothing=0.0,
+):
+    """Cross-entropy of logits, as `torch.nn.functional.cross_entropy` (same argument order).
+
+    Without `weight` this is the engine's fused op (tinytensor/ops/nn_ops.py). With a class
+    weight w (C,), composed from log_softmax (as PyTorch):
+        class ids:      loss_i = (1-ε)·w[y_i]·(-log p_i[y_i]) + ε/C·Σ_c w_c·(-log p_i[c]),
+                        'mean' divides by Σ_i w[y_i] over the non-ignored positions;
+        probabilities:  loss_i = -Σ_c w_c·q_c·log p_i[c] with q = (1-ε)·y + ε/C; 'mean' by N.
+    """
+    if weight is None:
+        return _fused_cross_entropy(
+            input,
+            target,
+            ignore_index=ignore_index,
+            reduction=reduction,
+            label_smoothing=label_smoothing,
+        )
+    if reduction not in _REDUCTIONS:
+        raise ValueError(
+            f"cross_entropy: reduction must be one of {_REDUCTIONS}, got {reduction!r}"
+        )
+    if not isinstance(weight, Tensor) or weight.shape != (input.shape[1 if input.ndim > 1 else 0],):
+        raise ValueError(
+            f"cross_entropy: weight must be a (C,) tensor for input {tuple(input.shape)}, got "
+            f"{tuple(weight.shape) if isinstance(weight, Tensor) else type(weight).__name__}"
+        )
+    c = weight.shape[0]
+    log_p = log_softmax(input, dim=1 if input.ndim > 1 else 0)
+    if isinstance(target, Tensor) and target.dtype.kind == "f":
+        q = target * (1 - label_smoothing) + label_smoothing / c
+        shape = (c,) + (1,) * (input.ndim - 2) if input.ndim > 1 else (c,)
+        losses = -(log_p * q * weight.reshape(shape)).sum(dim=1 if input.ndim > 1 else 0)
+        return _reduce(losses, reduction, "cross_entropy")
+    # class ids: move the class dim last, (M, C), as nll_loss wants
+    flat = log_p.movedim(1, -1).reshape(-1, c) if input.ndim > 2 else log_p
+    nll = nll_loss(
+        flat,
+        target.reshape(-1) if input.ndim > 2 else target,
+        weight=weight,
+        ignore_index=ignore_index,
+        reduction="none",
+    )
+    if label_smoothing:
+        keep = (target != ignore_index).to(input.dtype).reshape(nll.shape)
+        smooth = -(flat * weight).sum(dim=-1) * keep
+        losses = nll * (1 - label_smoothing) + smooth * (label_smoothing / c)
+    else:
+        losses = nll
+    if reduction == "none":
+        return losses.reshape(target.shape)
+    if reduction == "sum":
+        return losses.sum()
+    return losses.sum() / _picked_weight(weight, target, ignore_index).sum()
+
+
+def _picked_weight(weight, target, ignore_index):
+    """w[y_i] at the non-ignored positions, 0 at the ignored ones (flattened)."""
+    t = target.reshape(-1)
+    keep = t != ignore_index
+    ids = t.data.copy()
+    ids[~keep.data] = 0
+    return weight[Tensor._wrap(ids, False, None)] * keep.to(weight.dtype)
+
+
+def nll_loss(input, target, weight=None, ignore_index=-100, reduction="mean"):  # noqa: A002
     """Negative log-likelihood of log-probabilities `input` (N, C) or (C,) at class ids `target`
-    (N,) or (): loss_i = -input[i, target_i]. Positions whose target is `ignore_index` add
-    nothing; 'mean' divides by the number of the others (as PyTorch)."""
+    (N,) or (): loss_i = -w[target_i]·input[i, target_i] (w = 1 without `weight`). Positions
+    whose target is `ignore_index` add nothing; 'mean' divides by Σ w[target_i] over the others
+    (their count without weight), as PyTorch."""
     if not isinstance(target, Tensor) or target.dtype.kind not in "iu":
         raise TypeError("nll_loss: target must be an integer tensor of class ids")
     if reduction not in _REDUCTIONS:
@@ -91,12 +163,15 @@ def nll_loss(input, target, ignore_index=-100, reduction="mean"):  # noqa: A002
     if ids.size and (int(ids.min()) < 0 or int(ids.max()) >= c):
         raise IndexError(f"nll_loss: a target id is out of range for {c} classes")
     picked = x.gather(1, Tensor._wrap(ids[:, None], False, None)).reshape(-1)  # (N,)
-    losses = -picked * keep.to(x.dtype)
+    picked_weight = keep.to(x.dtype)
+    if weight is not None:
+        picked_weight = _picked_weight(weight, t, ignore_index)
+    losses = -picked * picked_weight
     if reduction == "none":
         return losses.reshape(()) if unbatched else losses
     if reduction == "sum":
         return losses.sum()
-    return losses.sum() / keep.to(x.dtype).sum()  # NOTE: 0/0 = nan if all ignored, as PyTorch
+    return losses.sum() / picked_weight.sum()  # NOTE: 0/0 = nan if all ignored, as PyTorch
 
 
 def _log_sigmoid_pair(x):

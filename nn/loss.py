@@ -7,10 +7,11 @@ from .module import Module
 
 
 class CrossEntropyLoss(Module):
-    """`F.cross_entropy(logits, target, ignore_index, reduction, label_smoothing)`."""
+    """`F.cross_entropy(logits, target, weight, ignore_index, reduction, label_smoothing)`."""
 
-    def __init__(self, ignore_index=-100, reduction="mean", label_smoothing=0.0):
+    def __init__(self, weight=None, ignore_index=-100, reduction="mean", label_smoothing=0.0):
         super().__init__()
+        self.weight = weight  # NOTE: a plain attribute (torch keeps it as a buffer)
         self.ignore_index, self.reduction = ignore_index, reduction
         self.label_smoothing = label_smoothing
 
@@ -18,6 +19,7 @@ class CrossEntropyLoss(Module):
         return F.cross_entropy(
             input,
             target,
+            weight=self.weight,
             ignore_index=self.ignore_index,
             reduction=self.reduction,
             label_smoothing=self.label_smoothing,
@@ -25,14 +27,21 @@ class CrossEntropyLoss(Module):
 
 
 class NLLLoss(Module):
-    """`F.nll_loss(log_probs, target, ignore_index, reduction)`."""
+    """`F.nll_loss(log_probs, target, weight, ignore_index, reduction)`."""
 
-    def __init__(self, ignore_index=-100, reduction="mean"):
+    def __init__(self, weight=None, ignore_index=-100, reduction="mean"):
         super().__init__()
+        self.weight = weight
         self.ignore_index, self.reduction = ignore_index, reduction
 
     def forward(self, input, target):  # noqa: A002
-        return F.nll_loss(input, target, ignore_index=self.ignore_index, reduction=self.reduction)
+        return F.nll_loss(
+            input,
+            target,
+            weight=self.weight,
+            ignore_index=self.ignore_index,
+            reduction=self.reduction,
+        )
 
 
 class MSELoss(Module):

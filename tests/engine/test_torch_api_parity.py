@@ -19,6 +19,7 @@ RNG = np.random.default_rng(0)
 POS = RNG.uniform(0.5, 2.0, (3, 4))  # positive: log, sqrt, prod stay smooth
 SIGNED = RNG.uniform(-2.0, 2.0, (3, 4))
 CUBE = RNG.uniform(-2.0, 2.0, (2, 3, 4))
+CLASS_WEIGHT = [0.5, 1.0, 2.0, 0.25]
 
 
 CASES = {
@@ -93,6 +94,59 @@ CASES = {
     ),
     "F.logsigmoid": (lambda L, F, x: F.logsigmoid(x * 20), [SIGNED]),
     "F.leaky_relu": (lambda L, F, x: F.leaky_relu(x, 0.1), [SIGNED]),
+    # class weights (torch's third argument) with the other keywords
+    "F.cross_entropy-weight": (
+        lambda L, F, x: F.cross_entropy(x, L.tensor([0, 3, 1]), L.tensor(CLASS_WEIGHT)),
+        [SIGNED],
+    ),
+    "F.cross_entropy-weight-ignore-smoothing": (
+        lambda L, F, x: F.cross_entropy(
+            x,
+            L.tensor([0, -1, 3]),
+            weight=L.tensor(CLASS_WEIGHT),
+            ignore_index=-1,
+            label_smoothing=0.2,
+        ),
+        [SIGNED],
+    ),
+    "F.cross_entropy-weight-sum-none": (
+        lambda L, F, x: L.stack(
+            [
+                F.cross_entropy(x, L.tensor([2, 0, 3]), L.tensor(CLASS_WEIGHT), reduction="sum"),
+                F.cross_entropy(
+                    x, L.tensor([2, 0, 3]), L.tensor(CLASS_WEIGHT), reduction="none"
+                ).sum(),
+            ]
+        ),
+        [SIGNED],
+    ),
+    "F.cross_entropy-weight-spatial": (
+        lambda L, F, x: F.cross_entropy(
+            x,
+            L.tensor([[0, 1, 2, 1], [2, 2, 0, 1]]),
+            weight=L.tensor(CLASS_WEIGHT[:3]),
+            label_smoothing=0.1,
+        ),
+        [CUBE],
+    ),
+    "F.cross_entropy-weight-probabilities": (
+        lambda L, F, x, y: F.cross_entropy(
+            x, y.softmax(-1), weight=L.tensor(CLASS_WEIGHT), label_smoothing=0.1
+        ),
+        [SIGNED, POS],
+    ),
+    "F.nll_loss-weight": (
+        lambda L, F, x: F.nll_loss(
+            x.log_softmax(-1), L.tensor([1, 3, -100]), weight=L.tensor(CLASS_WEIGHT)
+        ),
+        [SIGNED],
+    ),
+    "nn.CrossEntropyLoss-weight": (
+        lambda L, F, x: L.nn.CrossEntropyLoss(weight=L.tensor(CLASS_WEIGHT), label_smoothing=0.1)(
+            x, L.tensor([3, 0, 2])
+        ),
+        [SIGNED],
+    ),
     "F.softmax-dtype": (lambda L, F, x: F.softmax(x.float(), dim=-1, dtype=L.float64), [SIGNED]),
     "log_softmax-dtype": (lambda L, F, x: x.log_softmax(-1, dtype=L.float64), [SIGNED]),
 }
