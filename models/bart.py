@@ -44,17 +44,20 @@ class BARTConfig:
     bos_token_id: int = 0  # <s>
     eos_token_id: int = 2  # </s>
     decoder_start_token_id: int = 2  # first decoder input (</s>, as BART)
+    n_decoder_head: int | None = None  # decoder heads (None: n_head); HF decoder_attention_heads
+    d_decoder_ff: int | None = None  # decoder FFN size (None: d_ff); HF decoder_ffn_dim
+    tie_word_embeddings: bool = True  # LM head = shared embedding (else its own lm_head)
 
     def __post_init__(self):
         if self.n_decoder_layer is None:
             self.n_decoder_layer = self.n_layer
+        if self.n_decoder_head is None:
+            self.n_decoder_head = self.n_head
+        if self.d_decoder_ff is None:
+            self.d_decoder_ff = self.d_ff
 
     @classmethod
     def from_hf(cls, c: dict) -> BARTConfig:
-        if c.get("encoder_attention_heads") != c.get("decoder_attention_heads") or c.get(
-            "encoder_ffn_dim"
-        ) != c.get("decoder_ffn_dim"):
-            raise ValueError("BART: encoder and decoder must have the same heads and FFN size")
         return cls(
             vocab_size=c["vocab_size"],
             max_position_embeddings=c.get("max_position_embeddings", 1024),
@@ -70,6 +73,9 @@ class BARTConfig:
             bos_token_id=c.get("bos_token_id", 0),
             eos_token_id=c.get("eos_token_id", 2),
             decoder_start_token_id=c.get("decoder_start_token_id", 2),
+            n_decoder_head=c.get("decoder_attention_heads"),
+            d_decoder_ff=c.get("decoder_ffn_dim"),
+            tie_word_embeddings=c.get("tie_word_embeddings", True),
         )
 
     def to_hf(self) -> dict:
@@ -83,9 +89,9 @@ class BARTConfig:
             "encoder_layers": self.n_layer,
             "decoder_layers": self.n_decoder_layer,
             "encoder_attention_heads": self.n_head,
-            "decoder_attention_heads": self.n_head,
+            "decoder_attention_heads": self.n_decoder_head,
             "encoder_ffn_dim": self.d_ff,
-            "decoder_ffn_dim": self.d_ff,
+            "decoder_ffn_dim": self.d_decoder_ff,
             "activation_function": activation_to_hf(self.activation),
             "dropout": self.dropout,
             "attention_dropout": self.dropout,
@@ -96,7 +102,7 @@ class BARTConfig:
             "eos_token_id": self.eos_token_id,
             "decoder_start_token_id": self.decoder_start_token_id,
             "forced_eos_token_id": self.eos_token_id,
-            "tie_word_embeddings": True,
+            "tie_word_embeddings": self.tie_word_embeddings,
         }
 
 
@@ -147,12 +153,22 @@ class BART(EncoderDecoderMixin, HFCheckpointMixin, nn.Module):
             eps=config.layer_norm_eps,
         )
         self.shared = nn.Embedding(config.vocab_size, config.d_model)
-        self.encoder_embeddings = BARTEmbeddings(config, self.shared)
+        # NOTE: transformers 5 unties all three token tables when tie_word_embeddings=False
+        untied = not config.tie_word_embeddings
+        self.encoder_embeddings = BARTEmbeddings(
+            config, nn.Embedding(config.vocab_size, config.d_model) if untied else self.shared
+        )
         self.encoder_blocks = [nn.TransformerEncoderLayer(**options) for _ in range(config.n_layer)]
-        self.decoder_embeddings = BARTEmbeddings(config, self.shared)
+        self.decoder_embeddings = BARTEmbeddings(
+            config, nn.Embedding(config.vocab_size, config.d_model) if untied else self.shared
+        )
+        options.update(n_heads=config.n_decoder_head, d_ff=config.d_decoder_ff)
         self.decoder_blocks = [
             nn.TransformerDecoderLayer(**options) for _ in range(config.n_decoder_layer)
         ]
+        self.lm_head = None
+        if not config.tie_word_embeddings:
+            self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
         # HF keeps it as a buffer (not trained, zeros unless a checkpoint set it)
         self.register_buffer("final_logits_bias", tt.zeros(1, config.vocab_size))
         self._init_weights()
@@ -186,16 +202,18 @@ class BART(EncoderDecoderMixin, HFCheckpointMixin, nn.Module):
                 x, encoder_output, self_key_mask=self_mask, memory_key_mask=memory_mask,
                 cache=cache,
             )  # fmt: skip
-        logits = x @ self.shared.weight.T + self.final_logits_bias  # (B, T, vocab)
+        head = self.shared.weight if self.lm_head is None else self.lm_head.weight
+        logits = x @ head.T + self.final_logits_bias  # (B, T, vocab)
         return ModelOutput(logits=logits)
 
     # ---- HuggingFace checkpoints (BartForConditionalGeneration) ---------------------------
 
     HF_PREFIX = "model."
-    HF_UNPREFIXED = ("final_logits_bias",)
+    HF_UNPREFIXED = ("final_logits_bias", "lm_head.")
     HF_TIED = frozenset(
         {"encoder.embed_tokens.weight", "decoder.embed_tokens.weight", "lm_head.weight"}
     )
+    HF_TIED_SOURCES = dict.fromkeys(HF_TIED, "shared.weight")
     # Per block: our submodule -> HF's; every entry has a weight and a bias.
     _HF_ENCODER_LAYER = {
         "self_attn.q_proj": "self_attn.q_proj",
@@ -225,6 +243,9 @@ class BART(EncoderDecoderMixin, HFCheckpointMixin, nn.Module):
     HF_NAMES = {
         "shared.weight": "shared.weight",
         "final_logits_bias": "final_logits_bias",
+        "lm_head.weight": "lm_head.weight",  # untied only, as the next two
+        "encoder_embeddings.tokens.weight": "encoder.embed_tokens.weight",
+        "decoder_embeddings.tokens.weight": "decoder.embed_tokens.weight",
         "encoder_embeddings.positions.weight": "encoder.embed_positions.weight",
         "encoder_embeddings.norm.weight": "encoder.layernorm_embedding.weight",
         "encoder_embeddings.norm.bias": "encoder.layernorm_embedding.bias",

@@ -235,6 +235,7 @@ class BERT(HFCheckpointMixin, nn.Module):
     HF_PREFIX = "bert."
     HF_UNPREFIXED = ("cls.",)  # the heads sit outside the base model
     HF_TIED = frozenset({"cls.predictions.decoder.weight", "cls.predictions.decoder.bias"})
+    HF_TIED_SOURCES = {"cls.predictions.decoder.weight": "embeddings.word_embeddings.weight"}
     HF_IGNORED = (r"embeddings\.position_ids",)
     HF_NAMES = {
         "embeddings.word.weight": "embeddings.word_embeddings.weight",

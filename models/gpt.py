@@ -228,6 +228,7 @@ class GPT(HFCheckpointMixin, nn.Module):
         + ("self_attn.out_proj", "ffn.fc_in", "ffn.fc_out")
     )
     HF_TIED = frozenset({"lm_head.weight"})  # = wte.weight when tied
+    HF_TIED_SOURCES = {"lm_head.weight": "wte.weight"}
     HF_IGNORED = (r"h\.\d+\.attn\.(masked_)?bias",)  # old files store the causal mask
     HF_NAMES = {
         "wte.weight": "wte.weight",

@@ -153,6 +153,8 @@ def state_from_hf(model, weights: dict, path="<weights>") -> dict:
     state, used, missing = {}, set(), []
     for ours, param in _named_tensors(model):
         theirs, part, parts = hf_name(ours, model.HF_NAMES)
+        if theirs not in by_name and model.HF_TIED_SOURCES.get(theirs) in by_name:
+            theirs = model.HF_TIED_SOURCES[theirs]  # an untied model from a file that tied it
         if theirs not in by_name:
             missing.append(theirs)
             continue
@@ -185,6 +187,14 @@ def state_from_hf(model, weights: dict, path="<weights>") -> dict:
             f"from_pretrained: {path} holds {len(unexpected)} tensor(s) that "
             f"{type(model).__name__} does not know, e.g. {unexpected[:5]}"
         )
+    for tied, source in model.HF_TIED_SOURCES.items():
+        # a dropped copy must really be a copy: else the config's tying does not match the file
+        if tied in by_name and tied not in used and source in by_name:
+            if not np.array_equal(by_name[tied], by_name[source]):
+                raise CheckpointError(
+                    f"from_pretrained: {path}: {tied} differs from {source}, but the config "
+                    f"ties them (tie_word_embeddings={model.config.tie_word_embeddings})"
+                )
     return state
 
 
@@ -267,13 +277,16 @@ class HFCheckpointMixin:
 
     `config_class` (with `from_hf(dict)` and `to_hf()`), `HF_NAMES`, `HF_PREFIX` (base-model
     prefix in files written by the task head), `HF_UNPREFIXED` (HF names that sit outside the
-    base model, e.g. "cls." for BERT's heads), `HF_TRANSPOSED`, `HF_TIED`, `HF_IGNORED`.
+    base model, e.g. "cls." for BERT's heads), `HF_TRANSPOSED`, `HF_TIED`, `HF_IGNORED`, and
+    `HF_TIED_SOURCES` (tied name -> its source: a tied copy in the file must equal the source,
+    and an untied parameter whose tensor the file lacks loads the source).
     """
 
     HF_PREFIX = ""
     HF_UNPREFIXED: tuple = ()
     HF_TRANSPOSED: frozenset = frozenset()
     HF_TIED: frozenset = frozenset()
+    HF_TIED_SOURCES: dict = {}  # tied HF name -> the HF name it copies (checked, or a fallback)
     HF_IGNORED: tuple = ()
 
     @classmethod

@@ -233,6 +233,7 @@ class T5(EncoderDecoderMixin, HFCheckpointMixin, nn.Module):
     HF_TIED = frozenset(
         {"encoder.embed_tokens.weight", "decoder.embed_tokens.weight", "lm_head.weight"}
     )
+    HF_TIED_SOURCES = dict.fromkeys(HF_TIED, "shared.weight")
     HF_IGNORED = (r"decoder\.block\.0\.layer\.1\.EncDecAttention\.relative_attention_bias\.weight",)
     _HF_NAMES = {
         "shared.weight": "shared.weight",
