@@ -8,6 +8,7 @@ Building blocks for the models (models/ builds GPT, BERT, T5 and BART from these
     Module, Parameter, ModuleList, ModuleDict, Sequential          module.py, parameter.py
     Linear, Identity, Embedding, LayerNorm, RMSNorm, BatchNorm1d    linear.py, embedding.py, ...
     Dropout, ReLU, GELU, SiLU, Tanh, Sigmoid, FeedForward          activation.py, feedforward.py
+    LeakyReLU, Softmax, LogSoftmax, Flatten, Unflatten             activation.py, flatten.py
     LearnedPositionalEmbedding, SinusoidalPositionalEncoding,
     RotaryEmbedding, ALiBi, T5RelativePositionBias                  positional.py, rotary.py, ...
     MultiHeadAttention, KVCache                                     attention.py, kv_cache.py
@@ -19,13 +20,24 @@ Building blocks for the models (models/ builds GPT, BERT, T5 and BART from these
 
 # ruff: noqa: F401 - this file re-exports the public API
 from . import functional, init, utils
-from .activation import GELU, ReLU, Sigmoid, SiLU, Tanh, activation_fn
+from .activation import (
+    GELU,
+    LeakyReLU,
+    LogSoftmax,
+    ReLU,
+    Sigmoid,
+    SiLU,
+    Softmax,
+    Tanh,
+    activation_fn,
+)
 from .alibi import ALiBi, alibi_slopes
 from .attention import MultiHeadAttention
 from .batchnorm import BatchNorm1d
 from .dropout import Dropout
 from .embedding import Embedding
 from .feedforward import FeedForward
+from .flatten import Flatten, Unflatten
 from .kv_cache import KVCache
 from .linear import Identity, Linear
 from .loss import BCEWithLogitsLoss, CrossEntropyLoss, InfoNCELoss, L1Loss, MSELoss, NLLLoss

@@ -1,8 +1,9 @@
-"""Activation modules (ReLU, GELU, SiLU, Tanh, Sigmoid) and the `activation_fn` lookup by name."""
+"""Activation modules (ReLU, LeakyReLU, GELU, SiLU, Tanh, Sigmoid, Softmax, LogSoftmax) and the
+`activation_fn` lookup by name."""
 
 from __future__ import annotations
 
-from tinytensor.ops import gelu, relu, sigmoid, silu, tanh
+from tinytensor.ops import gelu, log_softmax, relu, sigmoid, silu, softmax, tanh
 
 from .module import Module
 
@@ -10,8 +11,47 @@ from .module import Module
 class ReLU(Module):
     """max(x, 0). NOTE: relu'(0) = 0, as PyTorch."""
 
+    def __init__(self, inplace=False):
+        super().__init__()
+        self.inplace = inplace  # accepted for PyTorch compatibility; the result is always new
+
     def forward(self, x):
         return relu(x)
+
+
+class LeakyReLU(Module):
+    """x for x > 0, negative_slope·x elsewhere."""
+
+    def __init__(self, negative_slope=0.01, inplace=False):
+        super().__init__()
+        self.negative_slope, self.inplace = negative_slope, inplace
+
+    def forward(self, x):
+        from .functional import leaky_relu
+
+        return leaky_relu(x, self.negative_slope)
+
+
+class Softmax(Module):
+    """softmax along `dim`."""
+
+    def __init__(self, dim=None):
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, x):
+        return softmax(x, -1 if self.dim is None else self.dim)
+
+
+class LogSoftmax(Module):
+    """log_softmax along `dim`."""
+
+    def __init__(self, dim=None):
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, x):
+        return log_softmax(x, -1 if self.dim is None else self.dim)
 
 
 class GELU(Module):

@@ -132,6 +132,7 @@ from .ops.torch_extras import (  # PyTorch's extra arguments (alpha=, dtype=, ma
     clip,
     cumsum,
     dot,
+    einsum,
     equal,
     erf,
     expm1,

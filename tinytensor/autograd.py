@@ -135,3 +135,65 @@ def backward(root, gradient=None, retain_graph=False):
                 grads[key] = gx if key not in grads else grads[key] + gx
         if not retain_graph:
             ctx.release()
+
+
+def _leaves(root):
+    """The leaf tensors that require grad and that `root` depends on."""
+    if root._ctx is None:
+        return [root] if root.requires_grad else []
+    found = {}
+    for t in _topological_order(root):
+        for x in t._ctx.inputs:
+            if x._ctx is None and x.requires_grad:
+                found[id(x)] = x
+    return list(found.values())
+
+
+def grad(
+    outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False, allow_unused=False
+):
+    """d(Σ outputs·grad_outputs)/d(inputs) as a tuple, as `torch.autograd.grad`.
+
+    Runs `backward` and reads the inputs' `.grad`, then puts back every `.grad` it touched, so
+    (as in PyTorch) no leaf's `.grad` changes. `create_graph` (double backward) is not supported.
+    """
+    if create_graph:
+        raise NotImplementedError(
+            "autograd.grad: create_graph=True (double backward) is not supported"
+        )
+    single = isinstance(outputs, Tensor)
+    outputs = [outputs] if single else list(outputs)
+    inputs = [inputs] if isinstance(inputs, Tensor) else list(inputs)
+    if grad_outputs is None or isinstance(grad_outputs, Tensor):
+        grad_outputs = [grad_outputs] * len(outputs) if grad_outputs is None else [grad_outputs]
+    if len(grad_outputs) != len(outputs):
+        raise ValueError(
+            f"autograd.grad: {len(outputs)} outputs but {len(grad_outputs)} grad_outputs"
+        )
+    for i, x in enumerate(inputs):
+        if not x.requires_grad:
+            raise RuntimeError(f"autograd.grad: input {i} does not require grad")
+    touched = {id(t): t for out in outputs for t in _leaves(out)}
+    touched.update({id(x): x for x in inputs})
+    saved = {key: (t.grad, t._retains_grad) for key, t in touched.items()}
+    try:
+        for x in inputs:
+            x.grad = None
+            if x._ctx is not None:
+                x._retains_grad = True
+        for t in touched.values():
+            t.grad = None
+        for k, (out, g) in enumerate(zip(outputs, grad_outputs)):
+            last = k == len(outputs) - 1
+            backward(out, g, retain_graph=bool(retain_graph) or not last)
+        result = tuple(x.grad for x in inputs)
+    finally:
+        for key, t in touched.items():
+            t.grad, t._retains_grad = saved[key]
+    for i, g in enumerate(result):
+        if g is None and not allow_unused:
+            raise RuntimeError(
+                f"autograd.grad: input {i} was not used to compute the outputs; "
+                "pass allow_unused=True to get None for it"
+            )
+    return result

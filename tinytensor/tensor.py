@@ -23,6 +23,9 @@ def _as_array(data, dtype=None, device=None):
     """Turns user data (nested lists, scalars, arrays) into a backend array of a supported dtype."""
     if isinstance(data, Tensor):
         data = data.data
+    elif isinstance(data, (list, tuple)) and builtins.any(isinstance(d, Tensor) for d in data):
+        # torch.tensor([loss1, loss2]): one-element tensors count as their Python numbers
+        data = [d.item() if isinstance(d, Tensor) else d for d in data]
     xp = array_module_for(device) if device is not None else get_array_module(data)
     dtype = dtypes.to_dtype(dtype)
     from_array = hasattr(data, "dtype") and hasattr(data, "shape")

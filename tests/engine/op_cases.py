@@ -128,6 +128,18 @@ add(
     _case("Expm1", "plain", lambda r: [leaf(r, 3, 4)], tt.expm1),
     _case("Erf", "plain", lambda r: [leaf(r, 3, 4)], tt.erf),
     _case("CumSum", "dim1", lambda r: [leaf(r, 3, 4)], lambda x: tt.cumsum(x, dim=1)),
+    _case(
+        "Einsum",
+        "batched-matmul",
+        lambda r: [leaf(r, 2, 3, 4), leaf(r, 2, 4, 2)],
+        lambda a, b: tt.einsum("bij,bjk->bik", a, b),
+    ),
+    _case(
+        "Einsum",
+        "ellipsis-and-index-only-in-one",
+        lambda r: [leaf(r, 2, 3, 4), leaf(r, 5, 4)],
+        lambda a, b: tt.einsum("...ij,kj->...k", a, b),
+    ),
     _case("CumSum", "dim-neg3d", lambda r: [leaf(r, 2, 3, 2)], lambda x: x.cumsum(-2)),
     _case("Sqrt", "positive", lambda r: [leaf(r, 3, 4, low=0.2)], tt.sqrt),
     _case("Rsqrt", "positive", lambda r: [leaf(r, 3, 4, low=0.2)], tt.rsqrt),

@@ -85,6 +85,12 @@ CASES = {
         lambda L, F, x, y: L.outer(x[0], y[1]).sum(0) + L.dot(x[0], y[0]) + L.mv(x, y[0]).sum(),
         [SIGNED, POS],
     ),
+    "einsum-two-operand": (lambda L, F, x, y: L.einsum("ij,kj->ik", x, y), [SIGNED, POS]),
+    "einsum-batched-list": (
+        lambda L, F, x: L.einsum("bij,bkj->bik", [x, x * 2]),
+        [CUBE],
+    ),
+    "einsum-ellipsis-implicit": (lambda L, F, x, y: L.einsum("...j,kj", x, y), [CUBE, POS]),
     # nn.functional
     "F.pad": (lambda L, F, x: F.pad(x, (1, 2)), [SIGNED]),
     "F.pad-2d-value-crop": (lambda L, F, x: F.pad(x, (-1, 0, 0, 2), value=-1.0), [SIGNED]),
@@ -217,3 +223,52 @@ def test_max_min_with_dim_still_return_values_and_indices(torch):
         r = lib.max(lib.tensor(values), dim=1)
         assert r.values.tolist() == [5.0, 7.0] and r.indices.tolist() == [1, 0]
         assert lib.tensor(values).min(0).indices.tolist() == [0, 1, 0]
+
+
+def test_autograd_grad_matches_torch_and_leaves_grad_alone(torch):
+    results = []
+    for lib in (torch, tt):
+        x = lib.tensor(SIGNED, requires_grad=True)
+        w = lib.tensor(POS, requires_grad=True)
+        w.grad = lib.ones(3, 4)
+        hidden = x * w
+        y = (hidden * hidden).sum()
+        gx, gh = lib.autograd.grad(y, [x, hidden], retain_graph=True)
+        assert x.grad is None and w.grad.tolist() == [[1.0] * 4] * 3
+        (gw,) = lib.autograd.grad([y], w, grad_outputs=[lib.tensor(2.0)])
+        results.append([gx.numpy(), gh.detach().numpy(), gw.numpy()])
+    for got, expected in zip(results[1], results[0], strict=True):
+        np.testing.assert_allclose(got, expected, rtol=1e-12)
+
+
+def test_autograd_grad_unused_input(torch):
+    for lib in (torch, tt):
+        x, z = lib.ones(2, requires_grad=True), lib.ones(2, requires_grad=True)
+        with pytest.raises(RuntimeError):
+            lib.autograd.grad((x * 2).sum(), [x, z], retain_graph=True)
+        assert lib.autograd.grad((x * 2).sum(), [x, z], allow_unused=True)[1] is None
+
+
+def test_tensor_from_a_list_of_one_element_tensors(torch):
+    for lib in (torch, tt):
+        losses = [lib.tensor(1.5), lib.tensor([2.5]), 3.0]
+        assert lib.tensor(losses).tolist() == [1.5, 2.5, 3.0]
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda nn: nn.Sequential(nn.Flatten(), nn.LeakyReLU(0.2), nn.Softmax(dim=-1)),
+        lambda nn: nn.Sequential(nn.ReLU(inplace=False), nn.Flatten(0, 1), nn.LogSoftmax(dim=0)),
+        lambda nn: nn.Sequential(nn.Unflatten(2, (2, 2)), nn.Flatten(start_dim=2)),
+    ],
+)
+def test_shape_and_activation_layers_match_torch(torch, make):
+    outputs = []
+    for lib in (torch, tt):
+        x = lib.tensor(CUBE, requires_grad=True)
+        y = make(lib.nn)(x)
+        (y * lib.tensor(np.linspace(1, 2, y.numel()).reshape(tuple(y.shape)))).sum().backward()
+        outputs.append((y.detach().numpy(), x.grad.numpy()))
+    for got, expected in zip(outputs[1], outputs[0], strict=True):
+        np.testing.assert_allclose(got, expected, rtol=1e-12)

@@ -1,5 +1,6 @@
 """The ops, by family. Each op is a `Function` subclass plus a PyTorch-named function."""
 
+from . import torch_extras  # PyTorch-named extras composed from the families below
 from .attention import scaled_dot_product_attention
 from .elementwise import (
     abs,
@@ -85,7 +86,5 @@ from .reduce import (
     sum,
     var,
 )
-
-from . import torch_extras  # noqa: E402 - PyTorch-named extras (uses the ops above)
 
 __all__ = [name for name in dir() if not name.startswith("_")]

@@ -84,6 +84,70 @@ class Rounding(Function):
         return getattr(get_array_module(x), op)(x)
 
 
+class Einsum(Function):
+    """z = einsum(equation, *xs) (no repeated index within one operand);
+    dL/dx_i = einsum(out, others -> subscripts_i)(g, ...), broadcast over indices only x_i has."""
+
+    def forward(self, *xs, subscripts=(), output=""):
+        self.xs, self.subscripts, self.output = xs, subscripts, output
+        return get_array_module(xs[0]).einsum(f"{','.join(subscripts)}->{output}", *xs)
+
+    def backward(self, g):
+        xp = get_array_module(g)
+        grads = []
+        for i, (sub, x) in enumerate(zip(self.subscripts, self.xs, strict=True)):
+            if not self.needs_input_grad[i]:
+                grads.append(None)
+                continue
+            others = [s for j, s in enumerate(self.subscripts) if j != i]
+            arrays = [a for j, a in enumerate(self.xs) if j != i]
+            reachable = set(self.output).union(*others)
+            kept = "".join(c for c in sub if c in reachable)
+            gi = xp.einsum(f"{','.join([self.output, *others])}->{kept}", g, *arrays)
+            shape = tuple(n if c in reachable else 1 for c, n in zip(sub, x.shape, strict=True))
+            grads.append(xp.broadcast_to(gi.reshape(shape), x.shape))
+        return tuple(grads)
+
+
+def einsum(equation, *operands):
+    """Einstein summation, as `torch.einsum` ("bij,bjk->bik", implicit output, "..." and a
+    list of operands all accepted). NOTE: an index repeated within one operand (a diagonal or
+    trace, "ii->i") is not supported."""
+    if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+        operands = tuple(operands[0])
+    eq = equation.replace(" ", "")
+    lhs, arrow, out = eq.partition("->")
+    subs = lhs.split(",")
+    if len(subs) != len(operands):
+        raise ValueError(f"einsum: {equation!r} names {len(subs)} operands, got {len(operands)}")
+    free = iter(c for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZ" if c not in eq)
+    if "..." in eq:
+        rank = builtins.max(
+            x.ndim - len(s.replace("...", "")) for s, x in zip(subs, operands, strict=True)
+        )
+        dots = "".join(next(free) for _ in range(rank))
+        subs = [
+            s.replace("...", dots[len(dots) - (x.ndim - len(s.replace("...", ""))) :])
+            for s, x in zip(subs, operands, strict=True)
+        ]
+        out = out.replace("...", dots) if arrow else dots + out
+    if not arrow:
+        letters = "".join(subs)
+        out = (out if "..." in eq else "") + "".join(
+            sorted(c for c in set(letters) if letters.count(c) == 1 and c not in out)
+        )
+    sizes = {}
+    for s, x in zip(subs, operands, strict=True):
+        if len(s) != x.ndim:
+            raise ValueError(f"einsum: subscripts {s!r} do not fit an operand of shape {x.shape}")
+        if len(set(s)) != len(s):
+            raise NotImplementedError(f"einsum: repeated index in one operand ({s!r})")
+        for c, n in zip(s, x.shape, strict=True):
+            if sizes.setdefault(c, n) != n:
+                raise ValueError(f"einsum: index {c!r} has sizes {sizes[c]} and {n}")
+    return Einsum.apply(*operands, subscripts=tuple(subs), output=out)
+
+
 def log1p(x):
     return Log1p.apply(x)
 

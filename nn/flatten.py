@@ -1,0 +1,27 @@
+"""Shape modules: Flatten and Unflatten (as torch.nn), for use inside Sequential."""
+
+from __future__ import annotations
+
+from .module import Module
+
+
+class Flatten(Module):
+    """Merges dims start_dim..end_dim into one; the default keeps the batch dim."""
+
+    def __init__(self, start_dim=1, end_dim=-1):
+        super().__init__()
+        self.start_dim, self.end_dim = start_dim, end_dim
+
+    def forward(self, x):
+        return x.flatten(self.start_dim, self.end_dim)
+
+
+class Unflatten(Module):
+    """Splits dim `dim` into `unflattened_size`."""
+
+    def __init__(self, dim, unflattened_size):
+        super().__init__()
+        self.dim, self.unflattened_size = dim, tuple(unflattened_size)
+
+    def forward(self, x):
+        return x.unflatten(self.dim, self.unflattened_size)
