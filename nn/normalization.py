@@ -38,7 +38,8 @@ class LayerNorm(Module):
         dtype=None,
     ):
         super().__init__()
-        self.normalized_shape, self.eps = _shape(normalized_shape), float(eps)
+        self.normalized_shape = _shape(normalized_shape)
+        self.eps = None if eps is None else float(eps)
         self.elementwise_affine = elementwise_affine
         self.weight = self.bias = None
         if elementwise_affine:
@@ -61,8 +62,8 @@ class RMSNorm(Module):
 
     Args:
         normalized_shape: the trailing dims to normalize over.
-        eps: added to the mean square. NOTE: defaults to 1e-6 (T5, Llama); PyTorch's RMSNorm
-            defaults to the dtype's machine epsilon.
+        eps: added to the mean square; None (the default, as PyTorch) means the machine
+            epsilon of the input's dtype. T5 and Llama pass 1e-6.
         elementwise_affine: learn `weight` (ones).
 
     Shape:
@@ -70,10 +71,11 @@ class RMSNorm(Module):
     """
 
     def __init__(
-        self, normalized_shape, eps=1e-6, elementwise_affine=True, device=None, dtype=None
+        self, normalized_shape, eps=None, elementwise_affine=True, device=None, dtype=None
     ):
         super().__init__()
-        self.normalized_shape, self.eps = _shape(normalized_shape), float(eps)
+        self.normalized_shape = _shape(normalized_shape)
+        self.eps = None if eps is None else float(eps)
         self.elementwise_affine = elementwise_affine
         self.weight = None
         if elementwise_affine:

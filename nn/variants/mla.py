@@ -104,7 +104,7 @@ class MultiHeadLatentAttention(Module):
         f = dict(device=device, dtype=dtype)
         self.q_proj = Linear(d_model, n_heads * (d_head + rope_dim), bias=bias, **f)
         self.kv_down = Linear(d_model, kv_latent_dim, bias=bias, **f)
-        self.kv_norm = RMSNorm(kv_latent_dim, **f)
+        self.kv_norm = RMSNorm(kv_latent_dim, eps=1e-6, **f)  # DeepSeek-V2's eps
         self.k_up = Linear(kv_latent_dim, n_heads * d_head, bias=False, **f)
         self.v_up = Linear(kv_latent_dim, n_heads * d_head, bias=False, **f)
         self.k_rope_proj = Linear(d_model, rope_dim, bias=bias, **f)

@@ -347,8 +347,11 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):  # no
     return LayerNorm.apply(*args, n=len(shape), eps=eps)
 
 
-def rms_norm(input, normalized_shape, weight=None, eps=1e-6):  # noqa: A002
-    """RMSNorm over the trailing dims: x / √(mean(x²) + eps) · weight (no centring, no bias)."""
+def rms_norm(input, normalized_shape, weight=None, eps=None):  # noqa: A002
+    """RMSNorm over the trailing dims: x / √(mean(x²) + eps) · weight (no centring, no bias).
+
+    `eps=None` means the machine epsilon of the input's dtype, as `torch.nn.functional.rms_norm`.
+    """
     _check_float(input, "rms_norm")
     shape = _normalized_shape(normalized_shape)
     if tuple(input.shape[input.ndim - len(shape) :]) != shape:
@@ -357,6 +360,8 @@ def rms_norm(input, normalized_shape, weight=None, eps=1e-6):  # noqa: A002
         )
     if weight is not None and tuple(weight.shape) != shape:
         raise ValueError(f"rms_norm: weight shape {tuple(weight.shape)} != {shape}")
+    if eps is None:
+        eps = float(np.finfo(input.dtype).eps)
     args = [input] if weight is None else [input, weight]
     return RMSNorm.apply(*args, n=len(shape), eps=eps)
 
