@@ -342,7 +342,7 @@ EXERCISES: tuple[Exercise, ...] = (
             Part(
                 "RMSNorm",
                 "tt.rms_norm",
-                lambda t, p: tt.rms_norm(t[0], t[0].shape[-1:], t[1]),
+                lambda t, p: tt.rms_norm(t[0], t[0].shape[-1:], t[1], eps=1e-6),
                 lambda rng: _norm_cases(rng, with_bias=False),
             ),
         ),
