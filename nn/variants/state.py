@@ -15,10 +15,15 @@ buffer's size is not the position).
 
 from __future__ import annotations
 
+import dataclasses
+
+from tinytensor.backend import get_array_module
 from tinytensor.tensor import Tensor
 
 _STATES = "_variant_states"  # module -> state object (anything with arrays)
 _SEEN = "_variant_seen"  # module -> tokens seen so far
+# fields of a state shared by all batch rows: the ring buffer's slot positions (w,)
+_BATCH_FREE_FIELDS = frozenset({"positions"})
 
 
 def _table(cache, name):
@@ -44,6 +49,38 @@ def set_variant_state(cache, module, state, n_new: int) -> None:
     _table(cache, _STATES)[module] = state
     seen = _table(cache, _SEEN)
     seen[module] = seen.get(module, 0) + int(n_new)
+
+
+def _take_rows(obj, index):
+    """obj with batch rows `index` (dim 0) of every array it holds; a new object of the same
+    kind. Dataclass states (MLA's latents, linear attention's (S, z)) and the sliding window's
+    ring are handled field by field; the ring's `positions` (one per slot, not per row) stay."""
+    if isinstance(obj, Tensor):
+        return obj[Tensor(index, device=obj.device)]
+    if hasattr(obj, "nbytes") and hasattr(obj, "shape"):  # a raw NumPy/CuPy array
+        return obj[get_array_module(obj).asarray(index)]
+    if isinstance(obj, dict):
+        return {k: _take_rows(v, index) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_take_rows(v, index) for v in obj)
+    if dataclasses.is_dataclass(obj):
+        changes = {
+            f.name: _take_rows(getattr(obj, f.name), index)
+            for f in dataclasses.fields(obj)
+            if f.name not in _BATCH_FREE_FIELDS
+        }
+        return dataclasses.replace(obj, **changes)
+    raise TypeError(f"KVCache.reorder: cannot select batch rows of a {type(obj).__name__}")
+
+
+def reorder_variant_states(cache, index) -> None:
+    """Selects batch rows `index` of every variant state in `cache` (beam search); called by
+    `KVCache.reorder`. The tokens-seen counts do not depend on the row and stay."""
+    states = getattr(cache, _STATES, None)
+    if not states:
+        return
+    for module, state in list(states.items()):
+        states[module] = _take_rows(state, index)
 
 
 def tokens_seen(cache) -> int:
