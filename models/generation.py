@@ -106,6 +106,12 @@ def _check_eos(eos_token_id):
     return np.asarray(ids, dtype=np.int64)
 
 
+def positions_from_mask(mask: np.ndarray) -> np.ndarray:
+    """Position of every token of left-padded rows, as HF's generate: the count of real tokens
+    before it, cumsum(mask) - 1, and 0 at padding (whose outputs nobody reads). (B, T) ints."""
+    return np.maximum(np.cumsum(mask, axis=1) - 1, 0) * (mask != 0)
+
+
 @tt.no_grad()
 def generate_decoder_only(
     model,
@@ -125,7 +131,9 @@ def generate_decoder_only(
 
     A row stops after it emits `eos_token_id` (an int or a list); it is then filled with
     `pad_token_id` (default: the eos id) until every row has stopped or n tokens are made.
-    Left-padded prompts need their `attention_mask` (1 = token, 0 = padding).
+    Left-padded prompts need their `attention_mask` (1 = token, 0 = padding); the model then
+    gets `position_ids` = cumsum(mask) - 1 too (`positions_from_mask`), so that a padded row
+    continues as it would alone (HF's generate does the same).
     """
     ids = _ids_array(input_ids, "input_ids")
     mask = None if attention_mask is None else _ids_array(attention_mask, "attention_mask")
@@ -137,8 +145,12 @@ def generate_decoder_only(
     fresh = ids
     for _ in range(max_new_tokens):
         step_ids = fresh if use_cache else ids
-        mask_t = None if mask is None else tt.tensor(mask, device=device)
-        out = model(tt.tensor(step_ids, device=device), attention_mask=mask_t, cache=cache)
+        kwargs = {}
+        if mask is not None:
+            kwargs["attention_mask"] = tt.tensor(mask, device=device)
+            positions = positions_from_mask(mask)[:, -step_ids.shape[1] :]
+            kwargs["position_ids"] = tt.tensor(positions, device=device)
+        out = model(tt.tensor(step_ids, device=device), cache=cache, **kwargs)
         token = next_tokens(out.logits[:, -1, :], do_sample, temperature, top_k, top_p, generator)
         token = np.where(done, pad, token)
         ids = np.concatenate([ids, token[:, None]], axis=1)

@@ -176,15 +176,23 @@ class GPT(HFCheckpointMixin, nn.Module):
                         std /= (2 * self.config.n_layer) ** 0.5
                     p.normal_(0.0, std)
 
-    def forward(self, idx, targets=None, attention_mask=None, cache=None) -> ModelOutput:
+    def forward(
+        self, idx, targets=None, attention_mask=None, cache=None, position_ids=None
+    ) -> ModelOutput:
         """Logits of the next token at every position.
 
         Args:
             idx: (B, T) token ids.
             targets: (B, T) next-token ids (-100 = no loss), e.g. `collators.causal_lm_targets`.
             attention_mask: (B, T_total) 1 = token, 0 = padding (T_total counts cached tokens).
-                Positions are 0..T-1 even with left padding, as HF's without position_ids.
+                Positions are 0..T-1 even with left padding, as HF's without position_ids
+                (pass `position_ids` to shift them).
             cache: an `nn.KVCache`: the new tokens continue the cached ones.
+            position_ids: (B, T) position of each token, for learned positions (e.g. HF's
+                cumsum(attention_mask) - 1 with left padding, as `generate` passes); None
+                means offset..offset+T-1 for every row. Relative encodings (rope, alibi) depend
+                only on distances, which a per-row shift such as left padding leaves unchanged,
+                so they keep the cache offsets.
         Returns:
             ModelOutput(logits (B, T, vocab), loss).
         """
@@ -195,8 +203,10 @@ class GPT(HFCheckpointMixin, nn.Module):
                 f"GPT: {offset + t} positions exceed block_size={self.config.block_size}"
             )
         x = self.wte(idx)  # (B, T, C)
-        if self.wpe is not None:
+        if self.wpe is not None and position_ids is None:
             x = x + self.wpe(t, offset)
+        elif self.wpe is not None:
+            x = x + self._learned_positions(position_ids, b, t)
         x = self.drop(x)
         key_mask = None if attention_mask is None else attention_mask.bool()
         attn_bias = None if self.alibi is None else self.alibi(t, offset + t, offset)
@@ -210,6 +220,23 @@ class GPT(HFCheckpointMixin, nn.Module):
             # (B·T, vocab) scores against (B·T,) targets
             loss = F.cross_entropy(logits.reshape(b * t, -1), targets.reshape(b * t))
         return ModelOutput(logits=logits, loss=loss)
+
+    def _learned_positions(self, position_ids, b, t):
+        """wpe rows gathered per token: (B, T) ids -> (B, T, C)."""
+        if not isinstance(position_ids, tt.Tensor):
+            position_ids = tt.tensor(position_ids, device=self.wpe.weight.device)
+        if tuple(position_ids.shape) != (b, t) or position_ids.dtype.kind not in "iu":
+            raise ValueError(
+                f"GPT: position_ids must be (B, T) = ({b}, {t}) integers, got "
+                f"{tuple(position_ids.shape)} {position_ids.dtype}"
+            )
+        ids = position_ids.numpy()
+        if ids.size and (ids.min() < 0 or ids.max() >= self.config.block_size):
+            raise ValueError(
+                f"GPT: position_ids must lie in [0, block_size={self.config.block_size}), got "
+                f"[{ids.min()}, {ids.max()}]"
+            )
+        return F.embedding(position_ids, self.wpe.weight)
 
     def generate(self, idx, max_new_tokens, attention_mask=None, **kwargs):
         """Continues idx (B, T) by up to max_new_tokens; kwargs as
