@@ -9,7 +9,7 @@ from tinytensor.models.gpt import GPT, GPTConfig
 import tinytensor as tt
 from tinytensor import models
 
-VOCAB, PAD = 50, 0
+VOCAB, PAD, EOS = 50, 0, 49
 # rows of different lengths, left-padded with PAD (mask 0)
 PROMPTS = [[5, 17, 3, 9, 22], [8, 41], [30, 2, 2, 11]]
 
@@ -39,7 +39,7 @@ def gpt2_pair(transformers, tmp_path_factory):
     # margins, not by float32 rounding differences between the two implementations
     cfg = transformers.GPT2Config(
         n_layer=2, n_embd=32, n_head=4, vocab_size=VOCAB, n_positions=64, initializer_range=0.3,
-        bos_token_id=1, eos_token_id=1, pad_token_id=PAD, attn_implementation="eager",
+        bos_token_id=EOS, eos_token_id=EOS, pad_token_id=PAD, attn_implementation="eager",
     )  # fmt: skip
     hf_model = transformers.GPT2LMHeadModel(cfg).to(torch.float32).eval()
     path = tmp_path_factory.mktemp("gpt2_padding")
@@ -57,9 +57,11 @@ def test_left_padded_greedy_generation_matches_hf(gpt2_pair, use_cache):
     with torch.no_grad():
         theirs = hf_model.generate(
             torch.tensor(ids), attention_mask=torch.tensor(mask), do_sample=False,
-            max_new_tokens=n_new, min_new_tokens=n_new, pad_token_id=PAD,
+            max_new_tokens=n_new, pad_token_id=PAD,
         ).numpy()  # fmt: skip
-    mine = ours.generate(ids, n_new, attention_mask=mask, use_cache=use_cache).numpy()
+    mine = ours.generate(
+        ids, n_new, attention_mask=mask, use_cache=use_cache, eos_token_id=EOS, pad_token_id=PAD
+    ).numpy()
     np.testing.assert_array_equal(mine, theirs)
 
 
