@@ -94,3 +94,25 @@ def test_beam_style_reorder_covers_variant_states(float64, kind):
         full = m(x[index], is_causal=True).numpy()[:, 4:7]
     np.testing.assert_allclose(after, full, atol=1e-10)
     assert V.tokens_seen(cache) == 7
+
+
+def test_rope_per_row_position_ids_equal_per_row_offsets(float64, torch):
+    """position_ids (B, T) rotate each row as `offset` would that row alone, and match HF's
+    rotate-half formula computed in torch from the same positions."""
+    rope = nn.RotaryEmbedding(4, max_positions=8)  # positions up to 11: the tables grow
+    x = tt.randn(2, 3, 4, 6)  # (B, H, T, d): partial rotary, 2 features pass through
+    offsets = [7, 2]
+    pos = np.array([[o + i for i in range(4)] for o in offsets])
+    out = rope.rotate(x, position_ids=tt.tensor(pos)).numpy()
+    for b, o in enumerate(offsets):
+        np.testing.assert_allclose(out[b : b + 1], rope.rotate(x[b : b + 1], o).numpy())
+    inv_freq = 1.0 / 10000.0 ** (torch.arange(0, 4, 2, dtype=torch.float64) / 4)
+    angles = torch.tensor(pos, dtype=torch.float64)[..., None] * inv_freq  # (B, T, 2)
+    emb = torch.cat([angles, angles], -1)[:, None]  # (B, 1, T, 4)
+    xt = torch.tensor(x.numpy())
+    rot = xt[..., :4]
+    half = torch.cat([-rot[..., 2:], rot[..., :2]], -1)
+    expected = torch.cat([rot * emb.cos() + half * emb.sin(), xt[..., 4:]], -1)
+    np.testing.assert_allclose(out, expected.numpy(), atol=1e-12)
+    with pytest.raises(ValueError, match="position_ids must be"):
+        rope.rotate(x, position_ids=tt.tensor(pos[:, :2]))
