@@ -144,9 +144,9 @@ def main():
         " toward one point smoothly,\nso the tiny remaining differences keep their order"
         f" (with decay 0.5: raw spread {mse['spread']:.1g},\nnorm. std"
         f" {mse['std']:.3f}, uniformity {mse['uniform']:.3f} ~ 0: nearly one direction,"
-        f" yet top-1 {mse['top1']:.3f}). Perturbations of that size\n(float16"
-        " rounding, say) would swamp them (not measured here); InfoNCE keeps u spread over the"
-        " sphere.\n"
+        f" yet top-1 {mse['top1']:.3f}): the directions that remain still differ enough\nto"
+        " rank. The collapse is in the geometry: MSE gives up the spread that InfoNCE keeps over"
+        " the sphere.\n"
     )
     print(text)
     print("wrote", save_text(args.out, "contrastive.txt", text))
