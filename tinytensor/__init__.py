@@ -12,6 +12,7 @@
 import importlib
 
 from . import cuda, dtypes
+from .allocator import keep_freed_memory
 from .backend import Device as device
 from .creation import (
     arange,
@@ -183,6 +184,8 @@ from .random import Generator, manual_seed
 from .tensor import Tensor
 
 __version__ = "0.1.0"
+
+keep_freed_memory()  # freed op results are reused, not page-faulted in again: allocator.py
 
 _LAZY = {"nn", "optim", "models", "viz", "serialization", "linalg", "autograd"}
 

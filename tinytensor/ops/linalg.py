@@ -48,16 +48,19 @@ class Linear(Function):
 
     def forward(self, x, weight, bias=None):
         self.x, self.weight = x, weight
-        z = x @ weight.T
+        # NOTE: one (N, in) @ (in, out) GEMM over all batch rows: NumPy runs a batched (B, T, in)
+        # operand as B small GEMMs, ~25% slower at GPT sizes. Same products, same rounding.
+        z = x.reshape(-1, x.shape[-1]) @ weight.T
         if bias is not None:
             z += bias
-        return z
+        return z.reshape(*x.shape[:-1], weight.shape[0])
 
     def backward(self, g):
         needs = self.needs_input_grad
-        gx = g @ self.weight if needs[0] else None
+        x = self.x
         g2 = g.reshape(-1, g.shape[-1])
-        gw = g2.T @ self.x.reshape(-1, self.x.shape[-1]) if needs[1] else None
+        gx = (g2 @ self.weight).reshape(x.shape) if needs[0] else None
+        gw = g2.T @ x.reshape(-1, x.shape[-1]) if needs[1] else None
         gb = g2.sum(axis=0) if len(needs) > 2 and needs[2] else None
         return gx, gw, gb
 
