@@ -58,17 +58,27 @@ class ScaledDotProductAttention(Function):
     def forward(self, q, k, v, bias=None, allowed=None, scale=1.0, groups=1, keep=None):
         xp = get_array_module(q)
         k, v = _repeat_heads(k, groups), _repeat_heads(v, groups)
-        s = (q @ _swap(k)) * scale
+        # NOTE: the scores are one fresh array, updated in place from here on (the same
+        # operations as out-of-place, so the same rounding, without a temporary per step).
+        s = q @ _swap(k)
+        if s.dtype.kind != "f":  # integer inputs promote as NumPy would (in place cannot)
+            s = s.astype(xp.result_type(s, 1.0))
+        s *= scale
         if bias is not None:
-            s = s + bias
+            s = s + bias  # may broadcast s to a larger shape: not in place
         if allowed is not None:
-            s = xp.where(allowed, s, -xp.inf)
+            if xp.broadcast_shapes(allowed.shape, s.shape) == s.shape:
+                xp.copyto(s, -xp.inf, where=~allowed)
+            else:
+                s = xp.where(allowed, s, -xp.inf)
         # NOTE: no keys at all (Nk = 0): the max has no identity, so the rows shift by 0.
         m = s.max(axis=-1, keepdims=True) if s.shape[-1] else xp.zeros(s.shape[:-1] + (1,), s.dtype)
         m = xp.where(xp.isfinite(m), m, 0)  # NOTE: fully masked row: exp(-inf - 0) = 0, no NaN
-        e = xp.exp(s - m)
+        s -= m
+        e = xp.exp(s, out=s)
         total = e.sum(axis=-1, keepdims=True)
-        p = e / xp.where(total == 0, 1, total)
+        e /= xp.where(total == 0, 1, total)
+        p = e
         self.q, self.k, self.v, self.p = q, k, v, p
         self.scale, self.groups, self.keep = scale, groups, keep
         return (p * keep if keep is not None else p) @ v
@@ -80,10 +90,22 @@ class ScaledDotProductAttention(Function):
         dp = g @ _swap(self.v)
         if keep is not None:
             dp = dp * keep
-        ds = p * (dp - (dp * p).sum(axis=-1, keepdims=True))
+        # ds = p·(dp - rowsum(dp·p)), in place on the fresh dp (same operations, same rounding)
+        if dp.shape == p.shape and dp.dtype == p.dtype:
+            dp -= (dp * p).sum(axis=-1, keepdims=True)
+            dp *= p
+            ds = dp
+        else:
+            ds = p * (dp - (dp * p).sum(axis=-1, keepdims=True))
         needs = self.needs_input_grad
-        dq = (ds @ self.k) * self.scale if needs[0] else None
-        dk = _sum_groups((_swap(ds) @ self.q) * self.scale, self.groups) if needs[1] else None
+        dq = dk = None
+        if needs[0]:
+            dq = ds @ self.k
+            dq *= self.scale
+        if needs[1]:
+            dk = _swap(ds) @ self.q
+            dk *= self.scale
+            dk = _sum_groups(dk, self.groups)
         dbias = ds if len(needs) > 3 and needs[3] else None
         return dq, dk, dv, dbias
 
