@@ -48,7 +48,7 @@ def _as_array(data, dtype=None, device=None):
         elif arr.dtype.kind in "iu" and not from_array:
             arr = arr.astype(np.int64)
         elif arr.dtype not in dtypes._SUPPORTED:
-            arr = arr.astype(dtypes.to_dtype(arr.dtype.kind == "f" and "float64" or "int64"))
+            arr = arr.astype(dtypes.float64 if arr.dtype.kind == "f" else dtypes.int64)
     return arr
 
 

@@ -13,6 +13,7 @@ import math
 from ..backend import get_array_module
 from ..function import Function
 from ..tensor import Tensor, devices_mismatch_error
+from .nn_ops import dropout_keep_mask
 
 
 def _swap(a):
@@ -325,11 +326,8 @@ def scaled_dot_product_attention(
     bias, allowed = attention_mask_parts(query, key, attn_mask, is_causal, key_lengths)
     keep = None
     if dropout_p > 0.0:
-        from ..random import uniform_array
-
         scores_shape = query.shape[:-1] + (key.shape[-2],)
-        u = uniform_array(scores_shape, query.dtype, query.device, 0.0, 1.0, None)
-        keep = ((u >= dropout_p) * (1.0 / (1.0 - dropout_p))).astype(query.dtype)
+        keep = dropout_keep_mask(scores_shape, dropout_p, query.dtype, query.device)
     inputs = (query, key, value) if bias is None else (query, key, value, bias)
     return ScaledDotProductAttention.apply(
         *inputs, allowed=allowed, scale=scale, groups=groups, keep=keep

@@ -388,11 +388,19 @@ def dropout(input, p=0.5, training=True, generator=None):  # noqa: A002
         raise ValueError(f"dropout: p must be in [0, 1], got {p}")
     if not training or p == 0.0:
         return input
+    keep = dropout_keep_mask(input.shape, p, input.dtype, input.device, generator)
+    return Dropout.apply(input, keep=keep)
+
+
+def dropout_keep_mask(shape, p, dtype, device, generator=None):
+    """m/(1-p) with m ~ Bernoulli(1-p) per element, drawn from the seeded generator (all zeros
+    for p = 1): what inverted dropout multiplies by, for activations and attention weights."""
     from ..random import uniform_array
 
-    u = uniform_array(input.shape, input.dtype, input.device, 0.0, 1.0, generator)
-    keep = (u >= p).astype(input.dtype) * (1.0 / (1.0 - p)) if p < 1.0 else u * 0
-    return Dropout.apply(input, keep=keep.astype(input.dtype))
+    u = uniform_array(shape, dtype, device, 0.0, 1.0, generator)
+    if p >= 1.0:
+        return u * 0
+    return ((u >= p) * (1.0 / (1.0 - p))).astype(dtype)
 
 
 def one_hot(tensor, num_classes=-1):
