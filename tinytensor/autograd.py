@@ -164,8 +164,10 @@ def grad(
     single = isinstance(outputs, Tensor)
     outputs = [outputs] if single else list(outputs)
     inputs = [inputs] if isinstance(inputs, Tensor) else list(inputs)
-    if grad_outputs is None or isinstance(grad_outputs, Tensor):
-        grad_outputs = [grad_outputs] * len(outputs) if grad_outputs is None else [grad_outputs]
+    if grad_outputs is None:
+        grad_outputs = [None] * len(outputs)
+    elif isinstance(grad_outputs, Tensor):
+        grad_outputs = [grad_outputs]
     if len(grad_outputs) != len(outputs):
         raise ValueError(
             f"autograd.grad: {len(outputs)} outputs but {len(grad_outputs)} grad_outputs"
@@ -177,12 +179,11 @@ def grad(
     touched.update({id(x): x for x in inputs})
     saved = {key: (t.grad, t._retains_grad) for key, t in touched.items()}
     try:
-        for x in inputs:
-            x.grad = None
-            if x._ctx is not None:
-                x._retains_grad = True
         for t in touched.values():
             t.grad = None
+        for x in inputs:
+            if x._ctx is not None:
+                x._retains_grad = True
         for k, (out, g) in enumerate(zip(outputs, grad_outputs)):
             last = k == len(outputs) - 1
             backward(out, g, retain_graph=bool(retain_graph) or not last)
