@@ -179,7 +179,7 @@ CASES = [
 
 def _mlp_step(lib):
     """A 2-layer MLP (IN -> HIDDEN -> CLASSES), batch BATCH: forward, cross-entropy, backward,
-    and a plain SGD update under no_grad (`p.data -= lr * grad`, in place; grads cleared)."""
+    and a plain SGD update under no_grad (`p._array -= lr * grad`, in place; grads cleared)."""
     rng = np.random.default_rng(0)
     x_np = rng.standard_normal((BATCH, IN)).astype(np.float32)
     y_np = rng.integers(0, CLASSES, BATCH)
@@ -201,7 +201,7 @@ def _mlp_step(lib):
         loss.backward()
         with lib.no_grad():
             for p in params:
-                p.data -= lr * p.grad.data
+                p._array -= lr * p.grad._array
                 p.grad = None
 
     return forward, step

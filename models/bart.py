@@ -178,7 +178,7 @@ class BART(EncoderDecoderMixin, HFCheckpointMixin, nn.Module):
         embedding row for <pad>."""
         normal_init_(self, std=0.02)
         with tt.no_grad():
-            self.shared.weight.data[self.config.pad_token_id] = 0
+            self.shared.weight._array[self.config.pad_token_id] = 0
 
     def encode(self, input_ids, attention_mask=None):
         """The encoder's output (B, S, d_model)."""

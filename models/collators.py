@@ -41,7 +41,7 @@ def _rng(generator) -> np.random.Generator:
 
 
 def _as_ids(input_ids, op) -> np.ndarray:
-    ids = np.asarray(getattr(input_ids, "data", input_ids))
+    ids = np.asarray(getattr(input_ids, "_array", input_ids))
     if ids.dtype.kind not in "iu":
         raise TypeError(f"{op}: token ids must be integers, got {ids.dtype}")
     return ids.astype(np.int64)
@@ -62,7 +62,7 @@ def causal_lm_targets(input_ids, attention_mask=None, ignore_index=IGNORE_INDEX)
     targets = np.full_like(ids, ignore_index)
     targets[:, :-1] = ids[:, 1:]
     if attention_mask is not None:
-        keep = np.asarray(getattr(attention_mask, "data", attention_mask)).astype(bool)
+        keep = np.asarray(getattr(attention_mask, "_array", attention_mask)).astype(bool)
         targets[:, :-1][~(keep[:, 1:] & keep[:, :-1])] = ignore_index
     return targets
 

@@ -64,7 +64,7 @@ def next_tokens(
     Greedy (argmax) unless `do_sample`; when sampling, the logits are divided by `temperature`,
     then filtered by `top_k` and `top_p`, and a token is drawn from the softmax.
     """
-    logits = np.asarray(getattr(logits, "data", logits), dtype=np.float64)
+    logits = np.asarray(getattr(logits, "_array", logits), dtype=np.float64)
     if hasattr(logits, "get"):  # a CuPy array: sampling happens on the host
         logits = logits.get()
     if logits.ndim != 2:

@@ -217,7 +217,7 @@ def load_into(model, path) -> None:
     state = state_from_hf(model, load_weights(path), path=repr(os.fspath(path)))
     params = dict(_named_tensors(model))
     for name, array in state.items():
-        params[name].data = _to_like(array, params[name].data)
+        params[name]._array = _to_like(array, params[name]._array)
 
 
 def _to_like(array, like):

@@ -89,14 +89,14 @@ class BatchNorm1d(Module):
 
     @no_grad()
     def _update_running_stats(self, mean, var, count):
-        self.num_batches_tracked.data[...] += 1
+        self.num_batches_tracked._array[...] += 1
         if self.momentum is None:  # cumulative moving average
             factor = 1.0 / float(self.num_batches_tracked.item())
         else:
             factor = float(self.momentum)
-        unbiased = var.data.reshape(-1) * (count / (count - 1))  # (C,)
-        rm, rv = self.running_mean.data, self.running_var.data
-        rm[...] = (1 - factor) * rm + factor * mean.data.reshape(-1)
+        unbiased = var._array.reshape(-1) * (count / (count - 1))  # (C,)
+        rm, rv = self.running_mean._array, self.running_var._array
+        rm[...] = (1 - factor) * rm + factor * mean._array.reshape(-1)
         rv[...] = (1 - factor) * rv + factor * unbiased
 
     def extra_repr(self):

@@ -49,7 +49,7 @@ class Embedding(Module):
         init.normal_(self.weight)
         if self.padding_idx is not None:
             with no_grad():
-                self.weight.data[self.padding_idx] = 0
+                self.weight._array[self.padding_idx] = 0
 
     def forward(self, ids):
         return embedding(ids, self.weight, padding_idx=self.padding_idx)

@@ -134,8 +134,8 @@ def _picked_weight(weight, target, ignore_index):
     """w[y_i] at the non-ignored positions, 0 at the ignored ones (flattened)."""
     t = target.reshape(-1)
     keep = t != ignore_index
-    ids = t.data.copy()
-    ids[~keep.data] = 0
+    ids = t._array.copy()
+    ids[~keep._array] = 0
     return weight[Tensor._wrap(ids, False, None)] * keep.to(weight.dtype)
 
 
@@ -157,8 +157,8 @@ def nll_loss(input, target, weight=None, ignore_index=-100, reduction="mean"):  
             f"{tuple(target.shape)}"
         )
     keep = t != ignore_index
-    ids = t.data.copy()
-    ids[~keep.data] = 0
+    ids = t._array.copy()
+    ids[~keep._array] = 0
     c = x.shape[1]
     if ids.size and (int(ids.min()) < 0 or int(ids.max()) >= c):
         raise IndexError(f"nll_loss: a target id is out of range for {c} classes")

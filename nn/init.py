@@ -62,7 +62,7 @@ def _fan(tensor, mode):
 def uniform_(tensor, a=0.0, b=1.0, generator=None):
     """Fills with samples of U(a, b)."""
     _check(tensor, "uniform_")
-    tensor.data[...] = uniform_array(tensor.shape, tensor.dtype, tensor.device, a, b, generator)
+    tensor._array[...] = uniform_array(tensor.shape, tensor.dtype, tensor.device, a, b, generator)
     return tensor
 
 
@@ -70,7 +70,7 @@ def uniform_(tensor, a=0.0, b=1.0, generator=None):
 def normal_(tensor, mean=0.0, std=1.0, generator=None):
     """Fills with samples of N(mean, std²)."""
     _check(tensor, "normal_")
-    tensor.data[...] = normal_array(tensor.shape, tensor.dtype, tensor.device, mean, std, generator)
+    tensor._array[...] = normal_array(tensor.shape, tensor.dtype, tensor.device, mean, std, generator)
     return tensor
 
 
@@ -88,14 +88,14 @@ def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
     u = _rng(generator).uniform(lo, hi, size=tensor.shape)
     values = mean + std * math.sqrt(2) * erfinv(2 * u - 1)
     values = np.clip(values, a, b)  # NOTE: erfinv can round just outside the bounds
-    tensor.data[...] = move_array(values.astype(tensor.dtype), tensor.device)
+    tensor._array[...] = move_array(values.astype(tensor.dtype), tensor.device)
     return tensor
 
 
 @no_grad()
 def constant_(tensor, val):
     _check(tensor, "constant_")
-    tensor.data[...] = val
+    tensor._array[...] = val
     return tensor
 
 

@@ -79,7 +79,7 @@ class GrowingKV:
                     f"{tuple(old)} (batch, heads and head size must match)"
                 )
         if self.graph is None and not _tracks_graph(k, v):
-            self._write(k.data, v.data)
+            self._write(k._array, v._array)
             return self.views()
         if self.length:
             old_k, old_v = self.views()
@@ -89,7 +89,7 @@ class GrowingKV:
         if _tracks_graph(k, v):
             self.graph, self.length = (k, v), k.shape[-2]
             return k, v
-        self._write(k.data, v.data)  # nothing left to differentiate: back to buffers
+        self._write(k._array, v._array)  # nothing left to differentiate: back to buffers
         return self.views()
 
     def _write(self, k, v):
@@ -199,7 +199,7 @@ class KVCache:
 
 def _index_array(index):
     """A 1-D int64 host array of batch rows from a Tensor, list or array."""
-    data = index.data if isinstance(index, Tensor) else index
+    data = index._array if isinstance(index, Tensor) else index
     if hasattr(data, "get"):  # a CuPy array
         data = data.get()
     data = np.asarray(data)

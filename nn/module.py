@@ -256,9 +256,9 @@ class Module:
         for key, target in own.items():
             if key in state_dict:
                 value = state_dict[key]
-                array = value.data if isinstance(value, Tensor) else value
+                array = value._array if isinstance(value, Tensor) else value
                 array = move_array(get_array_module(array).asarray(array), target.device)
-                target.data[...] = array.astype(target.dtype, copy=False)
+                target._array[...] = array.astype(target.dtype, copy=False)
         return IncompatibleKeys(missing, unexpected)
 
     # ---- modes, devices, gradients ------------------------------------------------------
@@ -283,7 +283,7 @@ class Module:
             if set_to_none or p.grad is None:
                 p.grad = None
             else:
-                p.grad.data[...] = 0
+                p.grad._array[...] = 0
 
     def to(self, *args, dtype=None, device=None) -> Module:
         """`model.to("cuda")`, `model.to(tt.float64)`: moves/casts parameters and buffers IN
@@ -311,9 +311,9 @@ class Module:
                     if holder is None:
                         continue
                     if device is not None:
-                        holder.data = move_array(holder.data, device)
+                        holder._array = move_array(holder._array, device)
                     if dtype is not None and holder.dtype.kind == "f":
-                        holder.data = holder.data.astype(dtype)
+                        holder._array = holder._array.astype(dtype)
         return self
 
     def cpu(self) -> Module:

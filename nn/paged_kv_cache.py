@@ -122,8 +122,8 @@ class PagedKVCache:
     def append(self, seq_id, k, v) -> None:
         """Stores k, v (H_kv, T_new, d_h) (arrays or Tensors) after the sequence's positions."""
         self._check(seq_id)
-        k = k.data if isinstance(k, Tensor) else np.asarray(k)
-        v = v.data if isinstance(v, Tensor) else np.asarray(v)
+        k = k._array if isinstance(k, Tensor) else np.asarray(k)
+        v = v._array if isinstance(v, Tensor) else np.asarray(v)
         expected = (self.n_kv_heads, self.d_head)
         if k.shape != v.shape or k.ndim != 3 or (k.shape[0], k.shape[2]) != expected:
             raise ValueError(

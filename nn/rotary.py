@@ -86,7 +86,7 @@ class RotaryEmbedding(Module):
 
     def _row_tables(self, position_ids, x):
         """cos, sin (B, 1.., T, dim) gathered per token, broadcasting over x's middle dims."""
-        ids = position_ids.data if isinstance(position_ids, Tensor) else position_ids
+        ids = position_ids._array if isinstance(position_ids, Tensor) else position_ids
         ids = np.asarray(ids.get() if hasattr(ids, "get") else ids)
         b, t = x.shape[0], x.shape[-2]
         if x.ndim < 3 or ids.shape != (b, t) or ids.dtype.kind not in "iu":

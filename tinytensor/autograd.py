@@ -57,7 +57,7 @@ def _topological_order(root):
 
 
 def _seed(root, gradient):
-    data = root.data
+    data = root._array
     xp = get_array_module(data)
     if gradient is None:
         if data.size != 1:
@@ -67,7 +67,7 @@ def _seed(root, gradient):
             )
         # NOTE: array(1).reshape is ~3x cheaper than ones_like, and this runs every step
         return xp.array(1, dtype=data.dtype).reshape(data.shape)
-    g = gradient.data if isinstance(gradient, Tensor) else xp.asarray(gradient)
+    g = gradient._array if isinstance(gradient, Tensor) else xp.asarray(gradient)
     if g.shape != data.shape:
         raise ValueError(
             f"backward: gradient has shape {g.shape} but the output has shape {root.shape}"
@@ -82,7 +82,7 @@ def _accumulate_leaf(t, g):
         # later in-place update of one .grad must not change another.
         t.grad = _wrap(g.copy(), False, None)
     else:
-        grad.data = grad.data + g
+        grad._array = grad._array + g
 
 
 _wrap = Tensor._wrap
@@ -117,7 +117,7 @@ def backward(root, gradient=None, retain_graph=False):
         for i, (x, gx) in enumerate(zip(ctx.inputs, input_grads)):
             if gx is None or not needs[i]:
                 continue
-            data = x.data
+            data = x._array
             if gx.shape != data.shape:
                 if ctx.broadcasts:
                     gx = sum_to(gx, data.shape)

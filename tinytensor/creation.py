@@ -35,7 +35,7 @@ def tensor(data, dtype=None, device=None, requires_grad=False) -> Tensor:
     """
     t = Tensor(data, dtype=dtype, device=device)
     if isinstance(data, Tensor) or hasattr(data, "__array__"):
-        t.data = t.data.copy()
+        t._array = t._array.copy()
     return t.requires_grad_(True) if requires_grad else t
 
 

@@ -50,7 +50,7 @@ class Function:
         """Runs the op on Tensors `inputs` (non-tensor options go in `params`)."""
         # NOTE: the hot path of every op; one pass over the inputs, locals over attributes.
         ctx = cls()
-        arrays = [t.data for t in inputs]
+        arrays = [t._array for t in inputs]
         kind = arrays[0].__class__
         for a in arrays:
             if a.__class__ is not kind:

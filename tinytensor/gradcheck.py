@@ -32,7 +32,7 @@ def _projections(fn, inputs, seed):
     with no_grad():
         outs = _outputs(fn(*inputs))
     rng = np.random.default_rng(seed)
-    return [get_array_module(o.data).asarray(rng.standard_normal(o.shape)) for o in outs]
+    return [get_array_module(o._array).asarray(rng.standard_normal(o.shape)) for o in outs]
 
 
 def _scalar_loss(fn, inputs, projections):
@@ -49,7 +49,7 @@ def prepare_inputs(inputs):
     prepared = []
     for x in inputs:
         if isinstance(x, Tensor) and x.dtype.kind == "f":
-            y = Tensor._wrap(x.data.astype(dtypes.float64), False, None)
+            y = Tensor._wrap(x._array.astype(dtypes.float64), False, None)
             prepared.append(y.requires_grad_(x.requires_grad))
         else:
             prepared.append(x)
@@ -65,7 +65,7 @@ def analytic_gradients(fn, inputs, projections):
     if loss is not None and loss.requires_grad:
         loss.backward()
     return [
-        (x.grad.data if x.grad is not None else get_array_module(x.data).zeros_like(x.data))
+        (x.grad._array if x.grad is not None else get_array_module(x._array).zeros_like(x._array))
         if isinstance(x, Tensor) and x.requires_grad
         else None
         for x in inputs
@@ -75,7 +75,7 @@ def analytic_gradients(fn, inputs, projections):
 def numerical_gradient(fn, inputs, index, projections, eps=1e-6):
     """Central-difference ∂L/∂x for input `index`, one element at a time."""
     x = inputs[index]
-    flat = x.data.reshape(-1)  # a view: writes perturb x in place
+    flat = x._array.reshape(-1)  # a view: writes perturb x in place
     grad = np.zeros(flat.shape, dtype=np.float64)
     with no_grad():
         for j in range(flat.size):
@@ -92,17 +92,17 @@ def numerical_gradient(fn, inputs, index, projections, eps=1e-6):
 def _directional(fn, inputs, index, projections, analytic, eps, n_directions, rng):
     """Pairs of (analytic, numerical) directional derivatives along random directions."""
     x = inputs[index]
-    original = x.data.copy()
+    original = x._array.copy()
     xp = get_array_module(original)
     pairs = []
     with no_grad():
         for _ in range(n_directions):
             u = xp.asarray(rng.standard_normal(x.shape))
-            x.data[...] = original + eps * u
+            x._array[...] = original + eps * u
             plus = _scalar_loss(fn, inputs, projections).item()
-            x.data[...] = original - eps * u
+            x._array[...] = original - eps * u
             minus = _scalar_loss(fn, inputs, projections).item()
-            x.data[...] = original
+            x._array[...] = original
             pairs.append((float((analytic * u).sum()), (plus - minus) / (2 * eps)))
     return pairs
 

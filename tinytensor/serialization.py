@@ -162,7 +162,7 @@ def save_safetensors(tensors: dict, path, metadata: dict | None = None) -> None:
 
 def _host_array(value, what: str) -> np.ndarray:
     """A C-contiguous little-endian numpy copy-or-view of a Tensor or array, for writing."""
-    data = value.data if isinstance(value, Tensor) else value
+    data = value._array if isinstance(value, Tensor) else value
     if is_cupy_array(data):
         data = move_array(data, "cpu")
     if not isinstance(data, np.ndarray):

@@ -4,7 +4,7 @@
     y = (x * x).sum()
     y.backward()          # x.grad == 2 * x
 
-A tensor holds `.data` (a numpy or cupy array), `.requires_grad`, `.grad` (a Tensor, accumulated
+A tensor holds `._array` (the numpy or cupy array; `.data` is PyTorch's alias Tensor), `.requires_grad`, `.grad` (a Tensor, accumulated
 across backward calls until zeroed) and `_ctx`, the `Function` node that made it (None for leaves).
 The operators and methods below are thin: the ops themselves live in `tinytensor/ops/`.
 """
@@ -22,7 +22,7 @@ from .backend import Device, array_module_for, device_of, get_array_module, move
 def _as_array(data, dtype=None, device=None):
     """Turns user data (nested lists, scalars, arrays) into a backend array of a supported dtype."""
     if isinstance(data, Tensor):
-        data = data.data
+        data = data._array
     elif isinstance(data, (list, tuple)) and builtins.any(isinstance(d, Tensor) for d in data):
         # torch.tensor([loss1, loss2]): one-element tensors count as their Python numbers
         data = [d.item() if isinstance(d, Tensor) else d for d in data]
@@ -70,11 +70,11 @@ class Tensor:
         device: 'cpu' or 'cuda'.
     """
 
-    __slots__ = ("data", "requires_grad", "grad", "_ctx", "_retains_grad", "__weakref__")
+    __slots__ = ("_array", "requires_grad", "grad", "_ctx", "_retains_grad", "__weakref__")
     __array_priority__ = 1000  # numpy scalars defer to our operators: np.float32(2) * x is a Tensor
 
     def __init__(self, data, requires_grad=False, dtype=None, device=None):
-        self.data = _as_array(data, dtype, device)
+        self._array = _as_array(data, dtype, device)
         self.grad = None
         self._ctx = None
         self._retains_grad = False
@@ -87,7 +87,7 @@ class Tensor:
         """Fast constructor for op outputs: no validation, the array is already right."""
         t = cls.__new__(cls)
         # NumPy returns scalars (np.float32) from full reductions; a Tensor always holds an array
-        t.data = np.asarray(array) if isinstance(array, np.generic) else array
+        t._array = np.asarray(array) if isinstance(array, np.generic) else array
         t.requires_grad = requires_grad
         t.grad = None
         t._ctx = ctx
@@ -98,19 +98,19 @@ class Tensor:
 
     @property
     def shape(self) -> tuple:
-        return self.data.shape
+        return self._array.shape
 
     @property
     def ndim(self) -> int:
-        return self.data.ndim
+        return self._array.ndim
 
     @property
     def dtype(self):
-        return self.data.dtype
+        return self._array.dtype
 
     @property
     def device(self) -> Device:
-        return device_of(self.data)
+        return device_of(self._array)
 
     @property
     def is_leaf(self) -> bool:
@@ -138,7 +138,7 @@ class Tensor:
         return self.ndim
 
     def numel(self) -> int:
-        return int(self.data.size)
+        return int(self._array.size)
 
     def __len__(self):
         if self.ndim == 0:
@@ -177,7 +177,7 @@ class Tensor:
 
     def detach(self) -> Tensor:
         """The same data, cut from the graph."""
-        return Tensor._wrap(self.data, False, None)
+        return Tensor._wrap(self._array, False, None)
 
     def detach_(self) -> Tensor:
         self._ctx, self.requires_grad = None, False
@@ -185,22 +185,22 @@ class Tensor:
 
     def zero_(self) -> Tensor:
         self._check_inplace("zero_")
-        self.data[...] = 0
+        self._array[...] = 0
         return self
 
     # ---- conversion -------------------------------------------------------------------------
 
     def item(self):
-        if self.data.size != 1:
+        if self._array.size != 1:
             raise ValueError(
                 f"item(): only a one-element tensor converts to a Python number, shape is "
                 f"{self.shape}"
             )
-        return self.data.reshape(()).item()
+        return self._array.reshape(()).item()
 
     def numpy(self) -> np.ndarray:
         """The data as a numpy array (copied to the host from a GPU)."""
-        return move_array(self.data, "cpu")
+        return move_array(self._array, "cpu")
 
     def tolist(self):
         return self.numpy().tolist()
@@ -267,12 +267,12 @@ class Tensor:
         return f"tensor({body}{''.join(', ' + e for e in extras)})"
 
     def __bool__(self):
-        if self.data.size != 1:
+        if self._array.size != 1:
             raise RuntimeError(
                 f"the truth value of a tensor of shape {self.shape} is ambiguous; "
                 "use .any() or .all()"
             )
-        return builtins.bool(self.data)
+        return builtins.bool(self._array)
 
     def __float__(self):
         return builtins.float(self.item())
@@ -281,7 +281,7 @@ class Tensor:
         return builtins.int(self.item())
 
     def __index__(self):
-        if self.dtype.kind not in "iu" or self.data.size != 1:
+        if self.dtype.kind not in "iu" or self._array.size != 1:
             raise TypeError("only integer tensors of a single element can be used as an index")
         return builtins.int(self.item())
 
@@ -300,51 +300,51 @@ class Tensor:
 
     def _inplace(self, op, value):
         self._check_inplace(op)
-        value = value.data if isinstance(value, Tensor) else value
+        value = value._array if isinstance(value, Tensor) else value
         return value
 
     def copy_(self, src) -> Tensor:
         src = self._inplace("copy_", src)
-        self.data[...] = move_array(get_array_module(src).asarray(src), self.device)
+        self._array[...] = move_array(get_array_module(src).asarray(src), self.device)
         return self
 
     def fill_(self, value) -> Tensor:
-        self.data[...] = self._inplace("fill_", value)
+        self._array[...] = self._inplace("fill_", value)
         return self
 
     def add_(self, other, alpha=1) -> Tensor:
         other = self._inplace("add_", other)
-        self.data += other * alpha if alpha != 1 else other
+        self._array += other * alpha if alpha != 1 else other
         return self
 
     def sub_(self, other, alpha=1) -> Tensor:
         return self.add_(other, alpha=-alpha)
 
     def mul_(self, other) -> Tensor:
-        self.data *= self._inplace("mul_", other)
+        self._array *= self._inplace("mul_", other)
         return self
 
     def div_(self, other) -> Tensor:
-        self.data /= self._inplace("div_", other)
+        self._array /= self._inplace("div_", other)
         return self
 
     def clamp_(self, min=None, max=None) -> Tensor:  # noqa: A002 - PyTorch's argument names
         self._check_inplace("clamp_")
-        get_array_module(self.data).clip(self.data, min, max, out=self.data)
+        get_array_module(self._array).clip(self._array, min, max, out=self._array)
         return self
 
     def normal_(self, mean=0.0, std=1.0, generator=None) -> Tensor:
         from .random import normal_array
 
         self._check_inplace("normal_")
-        self.data[...] = normal_array(self.shape, self.dtype, self.device, mean, std, generator)
+        self._array[...] = normal_array(self.shape, self.dtype, self.device, mean, std, generator)
         return self
 
     def uniform_(self, a=0.0, b=1.0, generator=None) -> Tensor:
         from .random import uniform_array
 
         self._check_inplace("uniform_")
-        self.data[...] = uniform_array(self.shape, self.dtype, self.device, a, b, generator)
+        self._array[...] = uniform_array(self.shape, self.dtype, self.device, a, b, generator)
         return self
 
     def __setitem__(self, index, value):
@@ -355,7 +355,7 @@ class Tensor:
                 "its gradients; build a new tensor with tt.where or masked_fill instead"
             )
         index = _ops.normalize_index(index, "__setitem__")
-        self.data[index] = value.data if isinstance(value, Tensor) else value
+        self._array[index] = value._array if isinstance(value, Tensor) else value
 
     # ---- operators --------------------------------------------------------------------------
 

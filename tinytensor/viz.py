@@ -263,8 +263,8 @@ def _tensor_label(t, kind, name, outputs, show_grad):
     if name is None:
         if kind == "output":
             name = "output" if len(outputs) == 1 else f"output {_index_of(t, outputs)}"
-        elif kind == "input / constant" and t.data.size == 1:
-            name = f"const {_format_numbers(t.data)}"
+        elif kind == "input / constant" and t._array.size == 1:
+            name = f"const {_format_numbers(t._array)}"
         elif kind == "input / constant":
             name = "input"
         elif kind == "leaf (requires grad)":
@@ -272,7 +272,7 @@ def _tensor_label(t, kind, name, outputs, show_grad):
     lines = [name] if name else []
     device = "" if t.device.type == "cpu" else f" {t.device}"
     lines.append(f"{tuple(t.shape)} {t.dtype}{device}")
-    if t.data.size == 1 and kind != "input / constant":  # e.g. the loss: show its value
+    if t._array.size == 1 and kind != "input / constant":  # e.g. the loss: show its value
         lines.append(f"= {_format_numbers(t.numpy().reshape(()))}")
     if show_grad and t.grad is not None:
         g = t.grad.numpy()

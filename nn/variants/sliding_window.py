@@ -168,7 +168,7 @@ class SlidingWindowAttention(Module):
                 "(its key columns do not follow the ring buffer's slots)"
             )
         b, t = q.shape[0], q.shape[2]
-        xp = get_array_module(k.data)
+        xp = get_array_module(k._array)
         ring = variant_state(cache, self)
         if ring is None:
             shape = (b, self.n_kv_heads, self.window, self.d_head)
@@ -185,7 +185,7 @@ class SlidingWindowAttention(Module):
                     f"SlidingWindowAttention: key_mask must be (B={b}, T_total ≥ {t}), got "
                     f"{tuple(key_mask.shape)}"
                 )
-            new_valid = key_mask.data[:, -t:].astype(bool)
+            new_valid = key_mask._array[:, -t:].astype(bool)
         keys = cat([Tensor(ring.k), k], dim=2)  # (B, H_kv, w + T, hs)
         values = cat([Tensor(ring.v), v], dim=2)
         k_pos = np.concatenate([ring.positions, q_pos])
@@ -201,7 +201,7 @@ class SlidingWindowAttention(Module):
             old = Tensor(xp.ones(attn_mask.shape[:-1] + (self.window,), bool))
             mask = mask & cat([old, attn_mask], dim=-1)
         out = self._attend(q, keys, values, mask)
-        ring.write(k.data, v.data, q_pos, new_valid)
+        ring.write(k._array, v._array, q_pos, new_valid)
         set_variant_state(cache, self, ring, t)
         return out
 

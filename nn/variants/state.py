@@ -96,7 +96,7 @@ def tokens_seen(cache) -> int:
 
 def _arrays(obj):
     if isinstance(obj, Tensor):
-        yield obj.data
+        yield obj._array
     elif hasattr(obj, "nbytes") and hasattr(obj, "shape"):
         yield obj
     elif isinstance(obj, dict):

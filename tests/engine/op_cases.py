@@ -167,7 +167,7 @@ def _apart(r, *shape):
     """Two tensors whose elements differ by at least 0.2 everywhere (no ties)."""
     x = leaf(r, *shape)
     gap = away_from_zero(r, *shape)
-    y = tt.tensor(x.data + gap.data, requires_grad=True)
+    y = tt.tensor(x._array + gap._array, requires_grad=True)
     return [x, y]
 
 

@@ -277,7 +277,7 @@ def test_item_of_a_multi_element_tensor():
 
 class FakeDeviceArray(np.ndarray):
     """A NumPy array that pretends to live on another device: `Function.apply` compares
-    `type(t.data)`, so mixing it with plain arrays must raise the device error."""
+    `type(t._array)`, so mixing it with plain arrays must raise the device error."""
 
 
 @pytest.fixture
@@ -292,7 +292,7 @@ def on_fake_gpu(monkeypatch):
     )
 
     def to_fake(t):
-        return tt.Tensor._wrap(t.data.view(FakeDeviceArray), False, None)
+        return tt.Tensor._wrap(t._array.view(FakeDeviceArray), False, None)
 
     return to_fake
 

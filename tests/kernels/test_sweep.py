@@ -276,7 +276,7 @@ def test_non_contiguous_inputs(impl, torch, executor, small_tiles):
     q, k, v = (leaves[n].transpose(1, 2) for n in ("q", "k", "v"))
     bias = leaves["bias"].transpose(-1, -2)
     if impl != "cuda":
-        assert not q.data.flags.c_contiguous and not bias.data.flags.c_contiguous
+        assert not q._array.flags.c_contiguous and not bias._array.flags.c_contiguous
     stand_in = _patched(attention, "_runner", lambda _: executor)
     with stand_in if impl == "executor" else contextlib.nullcontext():
         with tt.attention_backend("tiled" if impl == "executor" else impl):

@@ -150,10 +150,10 @@ def test_parameter_gradients_match_hf(pairs, name):
     _ours_call(ours, name, batch).loss.backward()
     # our gradients laid out as HF's tensors (transposed, fused) through the same name map
     params = list(ours.named_parameters())
-    saved = [p.data for _, p in params]
+    saved = [p._array for _, p in params]
     try:
         for _, p in params:
-            p.data = p.grad.data
+            p._array = p.grad._array
         mine = {
             k: v
             for k, v in hf_io.state_to_hf(ours).items()
@@ -161,7 +161,7 @@ def test_parameter_gradients_match_hf(pairs, name):
         }
     finally:
         for (_, p), data in zip(params, saved):
-            p.data = data
+            p._array = data
     theirs = dict(hf_model.named_parameters())
     assert mine, "no gradients compared"
     for key, grad in mine.items():

@@ -188,7 +188,7 @@ def test_sequential_and_module_list():
 def test_parameter_wraps_a_tensor_without_copying():
     t = tt.randn(2, 3)
     p = nn.Parameter(t)
-    assert p.requires_grad and p.is_leaf and p.data is t.data
+    assert p.requires_grad and p.is_leaf and p._array is t._array
     assert isinstance(p * 2, tt.Tensor)
     assert "Parameter containing" in repr(p)
 

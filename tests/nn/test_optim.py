@@ -119,11 +119,11 @@ def test_state_buffer_names_match_torch(torch):
 
 def test_step_updates_in_place_and_keeps_dtype():
     w = tt.randn(3, 2, requires_grad=True)  # float32
-    array = w.data
+    array = w._array
     opt = tt.optim.AdamW([w], lr=0.1)
     (w * w).sum().backward()
     opt.step()
-    assert w.data is array, "the parameter's array must be updated in place"
+    assert w._array is array, "the parameter's array must be updated in place"
     assert w.dtype == tt.float32 and opt.state[w]["exp_avg"].dtype == tt.float32
     assert not np.array_equal(w.numpy(), array.copy() * 0)
 
@@ -266,7 +266,7 @@ def test_load_state_dict_copies_and_casts_buffers():
     other = tt.optim.Adam([w32])
     other.load_state_dict(opt.state_dict())
     assert other.state[w32]["exp_avg"].dtype == tt.float32
-    assert other.state[w32]["exp_avg"].data is not opt.state[w64]["exp_avg"].data
+    assert other.state[w32]["exp_avg"]._array is not opt.state[w64]["exp_avg"]._array
 
 
 def test_optimizer_on_device_matches_cpu(device):

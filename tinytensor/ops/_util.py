@@ -16,7 +16,7 @@ def as_tensor_like(value, like: Tensor) -> Tensor:
     PyTorch, `x * 2` keeps x's dtype), unless a float meets an integer tensor."""
     if isinstance(value, Tensor):
         return value
-    xp = get_array_module(like.data)
+    xp = get_array_module(like._array)
     if isinstance(value, numbers.Number) and not isinstance(value, np.ndarray):
         if isinstance(value, bool) or not isinstance(value, float) or like.dtype.kind == "f":
             dtype = like.dtype

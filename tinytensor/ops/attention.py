@@ -143,7 +143,7 @@ def _check_inputs(q, k, v, enable_gqa):
 
 def attention_mask_parts(q, k, attn_mask, is_causal, key_lengths=None):
     """Splits the mask arguments into (bias Tensor or None, allowed bool array or None)."""
-    xp = get_array_module(q.data)
+    xp = get_array_module(q._array)
     nq, nk = q.shape[-2], k.shape[-2]
     bias = allowed = None
     if attn_mask is not None:
@@ -163,7 +163,7 @@ def attention_mask_parts(q, k, attn_mask, is_causal, key_lengths=None):
                 f"not broadcast to the scores' shape {scores_shape}"
             )
         if attn_mask.dtype == bool:
-            allowed = attn_mask.data
+            allowed = attn_mask._array
         elif attn_mask.dtype.kind == "f":
             bias = attn_mask
         else:
@@ -184,8 +184,8 @@ def attention_mask_parts(q, k, attn_mask, is_causal, key_lengths=None):
 
 def key_lengths_array(q, key_lengths):
     """`key_lengths` as a (B,) integer array on q's device (B = q.shape[0]), checked."""
-    xp = get_array_module(q.data)
-    lengths = key_lengths.data if isinstance(key_lengths, Tensor) else xp.asarray(key_lengths)
+    xp = get_array_module(q._array)
+    lengths = key_lengths._array if isinstance(key_lengths, Tensor) else xp.asarray(key_lengths)
     batch = q.shape[0]
     if lengths.shape != (batch,) or lengths.dtype.kind not in "iu":
         raise ValueError(

@@ -565,7 +565,7 @@ def where(condition, x, y):
         from ..tensor import devices_mismatch_error
 
         raise devices_mismatch_error("where", (condition, x, y))
-    return Where.apply(x, y, condition=condition.data)
+    return Where.apply(x, y, condition=condition._array)
 
 
 def masked_fill(x, mask, value):
@@ -579,7 +579,7 @@ def masked_fill(x, mask, value):
         raise devices_mismatch_error("masked_fill", (x, mask))
     if isinstance(value, Tensor):
         value = value.item()
-    return MaskedFill.apply(x, mask=mask.data, value=value)
+    return MaskedFill.apply(x, mask=mask._array, value=value)
 
 
 def cast(x, dtype):
@@ -619,8 +619,8 @@ def eq(a, b):
 
 
 def isnan(x):
-    return Tensor._wrap(get_array_module(x.data).isnan(x.data), False, None)
+    return Tensor._wrap(get_array_module(x._array).isnan(x._array), False, None)
 
 
 def isfinite(x):
-    return Tensor._wrap(get_array_module(x.data).isfinite(x.data), False, None)
+    return Tensor._wrap(get_array_module(x._array).isfinite(x._array), False, None)

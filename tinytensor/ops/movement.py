@@ -149,7 +149,7 @@ def reshape(x, *shape):
     shape = _shape_arg(shape)
     unknown = [i for i, s in enumerate(shape) if s == -1]
     known = math.prod(s for s in shape if s != -1)
-    size = x.data.size
+    size = x._array.size
     ok = len(unknown) <= 1 and builtins.all(s >= -1 for s in shape)
     if ok and unknown and known and size % known == 0:
         shape = tuple(size // known if s == -1 else s for s in shape)
@@ -220,7 +220,7 @@ def normalize_index(index, op="getitem"):
                 raise IndexError(
                     f"{op}: tensors used as indices must be integer or bool, got {i.dtype}"
                 )
-            i = i.data
+            i = i._array
         elif isinstance(i, (float, np.floating)):
             raise IndexError(f"{op}: index {i!r} is a float; indices must be integers")
         elif isinstance(i, list):
@@ -236,11 +236,11 @@ def normalize_index(index, op="getitem"):
 def getitem(x, index):
     index = normalize_index(index)
     for i in index:
-        if hasattr(i, "shape") and type(i) is not type(x.data) and not isinstance(i, np.ndarray):
+        if hasattr(i, "shape") and type(i) is not type(x._array) and not isinstance(i, np.ndarray):
             raise devices_mismatch_error("getitem", (x,))
-    if is_cupy_array(x.data):  # NumPy index arrays must live on the GPU too
+    if is_cupy_array(x._array):  # NumPy index arrays must live on the GPU too
         index = tuple(
-            get_array_module(x.data).asarray(i) if hasattr(i, "shape") else i for i in index
+            get_array_module(x._array).asarray(i) if hasattr(i, "shape") else i for i in index
         )
     try:
         return GetItem.apply(x, index=index)
@@ -252,11 +252,11 @@ def gather(x, dim, index):
     if not isinstance(index, Tensor) or index.dtype.kind not in "iu":
         raise TypeError("gather: index must be an integer tensor")
     axis = normalize_dim(dim, x.ndim, "gather")
-    return Gather.apply(x, index=index.data, axis=axis)
+    return Gather.apply(x, index=index._array, axis=axis)
 
 
 def _check_same_device(tensors, op):
-    if builtins.any(t.data.__class__ is not tensors[0].data.__class__ for t in tensors):
+    if builtins.any(t._array.__class__ is not tensors[0]._array.__class__ for t in tensors):
         raise devices_mismatch_error(op, tensors)
 
 

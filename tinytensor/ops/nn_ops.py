@@ -299,7 +299,7 @@ def cross_entropy(input, target, ignore_index=-100, reduction="mean", label_smoo
                 f"cross_entropy: target shape {tuple(target.shape)} does not match input shape "
                 f"{tuple(input.shape)} (expected class ids of shape {expected})"
             )
-        t2 = t.data.reshape(-1)
+        t2 = t._array.reshape(-1)
         xp = get_array_module(t2)
         bad = (t2 != ignore_index) & ((t2 < 0) | (t2 >= c))
         if bool(bad.any()):
@@ -376,10 +376,10 @@ def embedding(input, weight, padding_idx=None):  # noqa: A002
 
         raise devices_mismatch_error("embedding", (input, weight))
     n = weight.shape[0]
-    if input.data.size and (int(input.data.min()) < 0 or int(input.data.max()) >= n):
-        bad = int(input.data.max()) if int(input.data.max()) >= n else int(input.data.min())
+    if input._array.size and (int(input._array.min()) < 0 or int(input._array.max()) >= n):
+        bad = int(input._array.max()) if int(input._array.max()) >= n else int(input._array.min())
         raise IndexError(f"embedding: id {bad} is out of range for {n} embeddings")
-    return Embedding.apply(weight, ids=input.data, padding_idx=padding_idx)
+    return Embedding.apply(weight, ids=input._array, padding_idx=padding_idx)
 
 
 def dropout(input, p=0.5, training=True, generator=None):  # noqa: A002
@@ -407,10 +407,10 @@ def one_hot(tensor, num_classes=-1):
     """int64 one-hot encoding with a new last dim of size num_classes (inferred if -1)."""
     if tensor.dtype.kind not in "iu":
         raise TypeError(f"one_hot: expected an integer tensor, got {tensor.dtype}")
-    xp = get_array_module(tensor.data)
+    xp = get_array_module(tensor._array)
     if num_classes < 0:
-        num_classes = int(tensor.data.max()) + 1 if tensor.data.size else 0
-    if tensor.data.size and (tensor.data.min() < 0 or tensor.data.max() >= num_classes):
+        num_classes = int(tensor._array.max()) + 1 if tensor._array.size else 0
+    if tensor._array.size and (tensor._array.min() < 0 or tensor._array.max() >= num_classes):
         raise IndexError(f"one_hot: class values must be in [0, {num_classes})")
-    out = (tensor.data[..., None] == xp.arange(num_classes)).astype(dtypes.int64)
+    out = (tensor._array[..., None] == xp.arange(num_classes)).astype(dtypes.int64)
     return Tensor._wrap(out, False, None)

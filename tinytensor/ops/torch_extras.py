@@ -252,8 +252,8 @@ def le(a, b):
 
 def isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
     a, b = binary_operands(a, b)
-    xp = get_array_module(a.data)
-    return Tensor._wrap(xp.isclose(a.data, b.data, rtol, atol, equal_nan), False, None)
+    xp = get_array_module(a._array)
+    return Tensor._wrap(xp.isclose(a._array, b._array, rtol, atol, equal_nan), False, None)
 
 
 def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False) -> bool:

@@ -68,31 +68,31 @@ class Adam(Optimizer):
         for p in group["params"]:
             if p.grad is None:
                 continue
-            g = -p.grad.data if maximize else p.grad.data
-            xp = get_array_module(p.data)
+            g = -p.grad._array if maximize else p.grad._array
+            xp = get_array_module(p._array)
             state = self.state.setdefault(p, {})
             buffers = ("exp_avg", "exp_avg_sq") + (("max_exp_avg_sq",) if amsgrad else ())
             for key in buffers:
                 if key not in state:
-                    state[key] = Tensor._wrap(xp.zeros_like(p.data), False, None)
+                    state[key] = Tensor._wrap(xp.zeros_like(p._array), False, None)
             # int(): a step saved by PyTorch is a 0-d tensor
             step = state["step"] = int(state.get("step", 0)) + 1
             if weight_decay != 0:
                 if self._decoupled_weight_decay:
-                    p.data *= 1 - lr * weight_decay  # AdamW: shrink p, outside the moments
+                    p._array *= 1 - lr * weight_decay  # AdamW: shrink p, outside the moments
                 else:
-                    g = g + weight_decay * p.data
-            m, v = state["exp_avg"].data, state["exp_avg_sq"].data
+                    g = g + weight_decay * p._array
+            m, v = state["exp_avg"]._array, state["exp_avg_sq"]._array
             m += (1 - beta1) * (g - m)  # = b1 m + (1 - b1) g, written as PyTorch's lerp
             v *= beta2
             v += (1 - beta2) * (g * g)
             if amsgrad:
-                v_max = state["max_exp_avg_sq"].data
+                v_max = state["max_exp_avg_sq"]._array
                 xp.maximum(v_max, v, out=v_max)
                 v = v_max
             step_size = lr / (1 - beta1**step)
             denom = xp.sqrt(v) / math.sqrt(1 - beta2**step) + eps
-            p.data -= step_size * (m / denom)
+            p._array -= step_size * (m / denom)
 
 
 class AdamW(Adam):

@@ -47,12 +47,12 @@ def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0, error_i
     norm_type = float(norm_type)
     if not grads:
         return Tensor(0.0)
-    xp = get_array_module(grads[0].data)
+    xp = get_array_module(grads[0]._array)
     if norm_type == math.inf:
-        norms = [xp.abs(g.data).max() if g.data.size else xp.zeros((), g.dtype) for g in grads]
+        norms = [xp.abs(g._array).max() if g._array.size else xp.zeros((), g.dtype) for g in grads]
         total = xp.max(xp.stack(norms))
     else:
-        norms = [xp.sum(xp.abs(g.data) ** norm_type) for g in grads]
+        norms = [xp.sum(xp.abs(g._array) ** norm_type) for g in grads]
         total = xp.sum(xp.stack(norms)) ** (1.0 / norm_type)
     if error_if_nonfinite and not bool(xp.isfinite(total)):
         raise RuntimeError(
@@ -63,7 +63,7 @@ def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0, error_i
     # is applied even when it is 1 (so nan/inf norms propagate into the gradients).
     coef = xp.minimum(max_norm / (total + 1e-6), 1.0)
     for g in grads:
-        g.data *= coef.astype(g.dtype)
+        g._array *= coef.astype(g.dtype)
     return Tensor._wrap(xp.asarray(total), False, None)
 
 
@@ -71,5 +71,5 @@ def clip_grad_value_(parameters, clip_value: float) -> None:
     """Clamps every gradient element to [-clip_value, clip_value], in place."""
     clip_value = float(clip_value)
     for g in _grads(parameters, "clip_grad_value_"):
-        xp = get_array_module(g.data)
-        xp.clip(g.data, -clip_value, clip_value, out=g.data)
+        xp = get_array_module(g._array)
+        xp.clip(g._array, -clip_value, clip_value, out=g._array)

@@ -11,7 +11,7 @@ As in PyTorch, parameters are organized in `param_groups` (a list of dicts, each
 hyperparameters such as `lr` and `weight_decay`), `state[p]` holds each parameter's buffers
 (momentum, Adam moments), and `state_dict()` names parameters by their position across groups so
 that it can be saved (`tt.save`) and loaded into a fresh optimizer over new parameter objects.
-Subclasses implement `_update_group(group)`; updates act in place on `p.data`, so a parameter keeps
+Subclasses implement `_update_group(group)`; updates act in place on `p._array`, so a parameter keeps
 its identity (modules and other optimizers still see the same Tensor).
 """
 
@@ -124,7 +124,7 @@ class Optimizer:
                 if set_to_none:
                     p.grad = None
                 else:
-                    p.grad.data[...] = 0
+                    p.grad._array[...] = 0
 
     def step(self, closure=None):
         """Updates every parameter that has a gradient, in place.
@@ -210,7 +210,7 @@ def _buffer_for(p: Tensor, key: str, value):
     """A copy of a saved buffer on p's device; floating buffers get p's dtype (as PyTorch)."""
     if not isinstance(value, Tensor):
         return copy.deepcopy(value)
-    data = move_array(value.data, p.device).copy()
+    data = move_array(value._array, p.device).copy()
     if data.dtype.kind == "f" and key != "step":
         data = data.astype(p.dtype, copy=False)
     return Tensor._wrap(data, False, None)

@@ -61,16 +61,16 @@ class SGD(Optimizer):
         for p in group["params"]:
             if p.grad is None:
                 continue
-            g = -p.grad.data if maximize else p.grad.data
+            g = -p.grad._array if maximize else p.grad._array
             if weight_decay != 0:
-                g = g + weight_decay * p.data
+                g = g + weight_decay * p._array
             if momentum != 0:
                 state = self.state.setdefault(p, {})
                 buf = state.get("momentum_buffer")
                 if buf is None:
                     buf = state["momentum_buffer"] = Tensor._wrap(g.copy(), False, None)
                 else:
-                    buf.data *= momentum
-                    buf.data += (1 - dampening) * g
-                g = g + momentum * buf.data if nesterov else buf.data
-            p.data -= lr * g
+                    buf._array *= momentum
+                    buf._array += (1 - dampening) * g
+                g = g + momentum * buf._array if nesterov else buf._array
+            p._array -= lr * g

@@ -143,7 +143,7 @@ def _reference(part: Part, case: Case, r):
     tensors = _leaves(case)
     out = part.reference(tensors, case.params)
     out.backward(tt.tensor(r))
-    return out.data, [t.grad.data for t in tensors]
+    return out._array, [t.grad._array for t in tensors]
 
 
 def run_case(cls, part: Part, case: Case, rng, path: Path | None, check_values=True):
@@ -163,7 +163,7 @@ def run_case(cls, part: Part, case: Case, rng, path: Path | None, check_values=T
     if (
         out.shape != ref_out.shape
         or out.dtype != ref_out.dtype
-        or (check_values and not np.allclose(out.data, ref_out, rtol=1e-7, atol=1e-9))
+        or (check_values and not np.allclose(out._array, ref_out, rtol=1e-7, atol=1e-9))
     ):
         outcome.error = CaseError(
             "forward_changed",
