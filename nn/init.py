@@ -70,7 +70,9 @@ def uniform_(tensor, a=0.0, b=1.0, generator=None):
 def normal_(tensor, mean=0.0, std=1.0, generator=None):
     """Fills with samples of N(mean, std²)."""
     _check(tensor, "normal_")
-    tensor._array[...] = normal_array(tensor.shape, tensor.dtype, tensor.device, mean, std, generator)
+    tensor._array[...] = normal_array(
+        tensor.shape, tensor.dtype, tensor.device, mean, std, generator
+    )
     return tensor
 
 

@@ -4,8 +4,9 @@
     y = (x * x).sum()
     y.backward()          # x.grad == 2 * x
 
-A tensor holds `._array` (the numpy or cupy array; `.data` is PyTorch's alias Tensor), `.requires_grad`, `.grad` (a Tensor, accumulated
-across backward calls until zeroed) and `_ctx`, the `Function` node that made it (None for leaves).
+A tensor holds `_array` (the numpy or cupy array; `.data` is PyTorch's alias Tensor outside the
+graph), `.requires_grad`, `.grad` (a Tensor, accumulated across backward calls until zeroed) and
+`_ctx`, the `Function` node that made it (None for leaves).
 The operators and methods below are thin: the ops themselves live in `tinytensor/ops/`.
 """
 

@@ -161,7 +161,9 @@ def test_kv_cache_bytes_match_formula(kind, n_kv):
     _, cache = _decode_incrementally(m, tt.randn(b, t, D_MODEL), prefill=4)
     k, v = cache._self_attn[m]
     assert tuple(k.shape) == (b, n_kv, t, D_HEAD)
-    assert V.cache_nbytes(cache) == k._array.nbytes + v._array.nbytes == 2 * b * t * n_kv * D_HEAD * 8
+    assert (
+        V.cache_nbytes(cache) == k._array.nbytes + v._array.nbytes == 2 * b * t * n_kv * D_HEAD * 8
+    )
     mha_bytes = 2 * b * t * H * D_HEAD * 8
     assert math.isclose(V.cache_nbytes(cache) / mha_bytes, n_kv / H)
 

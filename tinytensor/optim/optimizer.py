@@ -11,8 +11,8 @@ As in PyTorch, parameters are organized in `param_groups` (a list of dicts, each
 hyperparameters such as `lr` and `weight_decay`), `state[p]` holds each parameter's buffers
 (momentum, Adam moments), and `state_dict()` names parameters by their position across groups so
 that it can be saved (`tt.save`) and loaded into a fresh optimizer over new parameter objects.
-Subclasses implement `_update_group(group)`; updates act in place on `p._array`, so a parameter keeps
-its identity (modules and other optimizers still see the same Tensor).
+Subclasses implement `_update_group(group)`; updates act in place on `p._array`, so a parameter
+keeps its identity (modules and other optimizers still see the same Tensor).
 """
 
 from __future__ import annotations
