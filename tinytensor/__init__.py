@@ -187,7 +187,7 @@ __version__ = "0.1.0"
 
 keep_freed_memory()  # freed op results are reused, not page-faulted in again: allocator.py
 
-_LAZY = {"nn", "optim", "models", "viz", "serialization", "linalg", "autograd"}
+_LAZY = {"nn", "optim", "models", "viz", "serialization", "linalg", "autograd", "utils"}
 
 
 def __getattr__(name):
