@@ -1,0 +1,5 @@
+"""`tt.utils`: helpers outside the engine proper, as `torch.utils` (`tt.utils.data` for now)."""
+
+from . import data
+
+__all__ = ["data"]
