@@ -68,13 +68,13 @@ def main():
             step_torch(torch.nn.LayerNorm(D), x_torch),
         ),
         (
-            "MultiHeadAttention causal",
-            step_ours(nn.MultiHeadAttention(D, H), x_ours, is_causal=True),
+            "Attention causal",
+            step_ours(nn.Attention(D, H), x_ours, is_causal=True),
             step_torch_mha(torch.nn.MultiheadAttention(D, H, batch_first=True), x_torch, causal),
         ),
         (
-            "TransformerEncoderLayer",
-            step_ours(nn.TransformerEncoderLayer(D, H, dropout=0.0), x_ours, is_causal=True),
+            "EncoderBlock",
+            step_ours(nn.EncoderBlock(D, H, dropout=0.0), x_ours, is_causal=True),
             step_torch(
                 torch.nn.TransformerEncoderLayer(D, H, 4 * D, dropout=0.0, batch_first=True),
                 x_torch,

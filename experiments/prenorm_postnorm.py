@@ -3,7 +3,7 @@
 Xiong et al. 2020 ("On Layer Normalization in the Transformer Architecture") show that at
 initialization a Post-LN stack's parameter gradients grow toward the last layers (large near the
 output, which is why Post-LN needs learning-rate warmup), while a Pre-LN stack's are roughly
-uniform across layers. We measure it on a 12-layer causal `TransformerEncoderLayer` stack
+uniform across layers. We measure it on a 12-layer causal `EncoderBlock` stack
 (d_model 64, 4 heads, dropout 0) trained on a copy task: [x_1..x_L, SEP, x_1..x_L] with random
 tokens x_i, next-token cross-entropy on the copied half only (needs attention to solve).
 Both variants share the initial weights (same seed), data and optimizer (AdamW, lr 1e-3, linear
@@ -46,7 +46,7 @@ class Stack(nn.Module):
         self.tok = nn.Embedding(VOCAB, D_MODEL)
         self.pos = nn.Embedding(SEQ_LEN, D_MODEL)
         self.layers = nn.ModuleList(
-            nn.TransformerEncoderLayer(D_MODEL, N_HEADS, dropout=0.0, norm_first=norm_first)
+            nn.EncoderBlock(D_MODEL, N_HEADS, dropout=0.0, norm_first=norm_first)
             for _ in range(n_layers)
         )
         # NOTE: Pre-LN's residual stream is never normalized inside the stack, so it needs a

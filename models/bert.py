@@ -161,7 +161,7 @@ class BERT(HFCheckpointMixin, nn.Module):
         self.config = config
         self.embeddings = BERTEmbeddings(config)
         self.blocks = [
-            nn.TransformerEncoderLayer(
+            nn.EncoderBlock(
                 config.d_model,
                 config.n_head,
                 d_ff=config.d_ff,

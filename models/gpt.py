@@ -115,7 +115,7 @@ class GPT(HFCheckpointMixin, nn.Module):
         # NOTE: nn's layer also drops the MLP's hidden activations (GPT-2 does not); in eval
         # (all the HF comparisons) dropout is off and the two are identical.
         self.blocks = [
-            nn.TransformerEncoderLayer(
+            nn.EncoderBlock(
                 config.n_embd,
                 config.n_head,
                 d_ff=config.n_inner or 4 * config.n_embd,

@@ -11,8 +11,12 @@ Building blocks for the models (models/ builds GPT, BERT, T5 and BART from these
     LeakyReLU, Softmax, LogSoftmax, Flatten, Unflatten             activation.py, flatten.py
     LearnedPositionalEmbedding, SinusoidalPositionalEncoding,
     RotaryEmbedding, ALiBi, T5RelativePositionBias                  positional.py, rotary.py, ...
-    MultiHeadAttention, KVCache                                     attention.py, kv_cache.py
-    TransformerEncoderLayer, TransformerDecoderLayer               transformer.py
+    Attention, KVCache (our attention: GQA, RoPE, cache)           attention.py, kv_cache.py
+    EncoderBlock, DecoderBlock (our Pre-/Post-LN blocks)            blocks.py
+PyTorch's layers, with its signatures and state_dict layout:
+    MultiheadAttention                                              multihead_attention.py
+    Transformer, TransformerEncoder, TransformerDecoder,
+    TransformerEncoderLayer, TransformerDecoderLayer                transformer.py
     CrossEntropyLoss, NLLLoss, MSELoss, L1Loss, BCEWithLogitsLoss,
     InfoNCELoss                                                     loss.py
     init (weight initializers), functional (F)
@@ -32,8 +36,9 @@ from .activation import (
     activation_fn,
 )
 from .alibi import ALiBi, alibi_slopes
-from .attention import MultiHeadAttention
+from .attention import Attention
 from .batchnorm import BatchNorm1d
+from .blocks import DecoderBlock, EncoderBlock, make_norm
 from .dropout import Dropout
 from .embedding import Embedding
 from .feedforward import FeedForward
@@ -42,11 +47,18 @@ from .kv_cache import KVCache
 from .linear import Identity, Linear
 from .loss import BCEWithLogitsLoss, CrossEntropyLoss, InfoNCELoss, L1Loss, MSELoss, NLLLoss
 from .module import Module, ModuleDict, ModuleList, Sequential
+from .multihead_attention import MultiheadAttention
 from .normalization import LayerNorm, RMSNorm
 from .parameter import Parameter
 from .positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding
 from .relative_position import T5RelativePositionBias, relative_position_bucket
 from .rotary import RotaryEmbedding, rotate_half
-from .transformer import TransformerDecoderLayer, TransformerEncoderLayer, make_norm
+from .transformer import (
+    Transformer,
+    TransformerDecoder,
+    TransformerDecoderLayer,
+    TransformerEncoder,
+    TransformerEncoderLayer,
+)
 
 __all__ = [name for name in dir() if not name.startswith("_")]

@@ -1,4 +1,8 @@
-"""`MultiHeadAttention`: the one attention module of every model here (GPT, BERT, T5, BART).
+"""`Attention`: the one attention module of every model here (GPT, BERT, T5, BART).
+
+It is tinytensor's own layer (batch first, bool masks with True = may attend, GQA/MQA, RoPE, a KV
+cache, separate q/k/v projections). PyTorch's `nn.MultiheadAttention`, with its signature and
+packed `in_proj_weight`, is `multihead_attention.py`.
 
     q = x·Wq, k = c·Wk, v = c·Wv      (c = x for self-attention, the encoder output for cross)
     heads: q (B, H, Tq, d), k, v (B, H_kv, Tk, d)        (optionally RoPE on q and k)
@@ -20,7 +24,7 @@ from .module import Module
 from .rotary import RotaryEmbedding
 
 
-class MultiHeadAttention(Module):
+class Attention(Module):
     """Multi-head self- or cross-attention with GQA/MQA, RoPE, masks, bias and a KV cache.
 
     Args:
@@ -59,7 +63,7 @@ class MultiHeadAttention(Module):
             context=None). The result equals running the whole sequence at once.
 
     Example:
-        >>> attn = nn.MultiHeadAttention(d_model=32, n_heads=4, n_kv_heads=2)
+        >>> attn = nn.Attention(d_model=32, n_heads=4, n_kv_heads=2)
         >>> attn(tt.randn(2, 5, 32), is_causal=True).shape
         (2, 5, 32)
     """
@@ -83,17 +87,16 @@ class MultiHeadAttention(Module):
         if d_head is None:
             if d_model % n_heads:
                 raise ValueError(
-                    f"MultiHeadAttention: d_model={d_model} is not divisible by n_heads="
+                    f"Attention: d_model={d_model} is not divisible by n_heads="
                     f"{n_heads}; pass d_head explicitly"
                 )
             d_head = d_model // n_heads
         if n_kv_heads < 1 or n_heads % n_kv_heads:
             raise ValueError(
-                f"MultiHeadAttention: n_heads={n_heads} must be a multiple of n_kv_heads="
-                f"{n_kv_heads}"
+                f"Attention: n_heads={n_heads} must be a multiple of n_kv_heads={n_kv_heads}"
             )
         if rotary is not None and not isinstance(rotary, RotaryEmbedding):
-            raise TypeError("MultiHeadAttention: rotary must be a RotaryEmbedding or None")
+            raise TypeError("Attention: rotary must be a RotaryEmbedding or None")
         self.d_model, self.n_heads, self.n_kv_heads, self.d_head = (
             d_model,
             n_heads,
@@ -126,7 +129,7 @@ class MultiHeadAttention(Module):
     ):
         if not isinstance(x, Tensor) or x.ndim != 3 or x.shape[-1] != self.d_model:
             got = tuple(x.shape) if isinstance(x, Tensor) else type(x).__name__
-            raise ValueError(f"MultiHeadAttention: x must be (B, T, {self.d_model}), got {got}")
+            raise ValueError(f"Attention: x must be (B, T, {self.d_model}), got {got}")
         b, t_q, _ = x.shape
         q = self._heads(self.q_proj(x), self.n_heads)  # (B, H, Tq, hs)
         cached_cross = cache.cross(self) if cache is not None else None
@@ -144,7 +147,7 @@ class MultiHeadAttention(Module):
             else:
                 if context.ndim != 3 or context.shape[0] != b:
                     raise ValueError(
-                        f"MultiHeadAttention: context must be (B={b}, Tk, d_context), got "
+                        f"Attention: context must be (B={b}, Tk, d_context), got "
                         f"{tuple(context.shape)}"
                     )
                 k = self._heads(self.k_proj(context), self.n_kv_heads)  # (B, H_kv, Tk, hs)
@@ -177,13 +180,13 @@ class MultiHeadAttention(Module):
                 allowed = attn_mask
             else:
                 raise TypeError(
-                    f"MultiHeadAttention: attn_mask must be bool (True = attend) or float, got "
+                    f"Attention: attn_mask must be bool (True = attend) or float, got "
                     f"{attn_mask.dtype}"
                 )
         if key_mask is not None:
             if key_mask.dtype.kind != "b" or tuple(key_mask.shape) != (batch, t_k):
                 raise ValueError(
-                    f"MultiHeadAttention: key_mask must be bool of shape (B, Tk) = "
+                    f"Attention: key_mask must be bool of shape (B, Tk) = "
                     f"({batch}, {t_k}), got {key_mask.dtype} {tuple(key_mask.shape)}"
                 )
             keys = key_mask.reshape(batch, 1, 1, t_k)  # broadcast over heads and queries

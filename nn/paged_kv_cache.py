@@ -242,7 +242,7 @@ def paged_attention(q, cache: PagedKVCache, seq_ids, scale=None):
 
 
 def paged_self_attention(attn, x, cache: PagedKVCache, seq_ids):
-    """One step of an `nn.MultiHeadAttention` (self-attention, causal) on a paged cache.
+    """One step of an `nn.Attention` (self-attention, causal) on a paged cache.
 
     x: (B, T_new, d_model), row b the next T_new tokens of sequence seq_ids[b] (the sequences
     may have different cached lengths). Appends this step's K/V and returns (B, T_new, d_model),

@@ -1,204 +1,460 @@
-"""Transformer encoder and decoder layers (Vaswani et al. 2017), Post-LN or Pre-LN.
+"""PyTorch's Transformer family, with its signatures, parameter names and state_dict layout:
+`Transformer`, `TransformerEncoder`, `TransformerDecoder`, `TransformerEncoderLayer`,
+`TransformerDecoderLayer` (Vaswani et al. 2017, "Attention Is All You Need").
 
-    Post-LN (norm_first=False, BERT, BART, the original):
-        x = norm1(x + dropout1(self_attn(x)))
-        x = norm2(x + dropout2(ffn(x)))
-    Pre-LN (norm_first=True, GPT-2, T5):
-        x = x + dropout1(self_attn(norm1(x)))
-        x = x + dropout2(ffn(norm2(x)))
+    Post-LN (norm_first=False, the default):       Pre-LN (norm_first=True):
+        x = norm1(x + dropout1(self_attn(x)))          x = x + dropout1(self_attn(norm1(x)))
+        x = norm2(x + dropout2(ff(x)))                 x = x + dropout2(ff(norm2(x)))
+    ff(x) = linear2(dropout(activation(linear1(x))))
 
-The decoder layer adds cross-attention to the encoder output (`memory`) between the two, with
-norm2 and dropout2, and its FFN uses norm3 and dropout3, as `torch.nn.TransformerDecoderLayer`.
-A Pre-LN stack needs a final norm after its last layer; that belongs to the model.
+The decoder layer puts cross-attention to `memory` (multihead_attn, norm2, dropout2) between the
+two, and its feed-forward uses norm3 and dropout3. Inputs are (T, N, E) unless batch_first. Masks
+are PyTorch's: bool True = may NOT attend / is padding, float = added to the scores.
+
+tinytensor's own blocks (batch first, True = may attend, RMSNorm, RoPE, KV cache) are
+`nn.EncoderBlock` and `nn.DecoderBlock` in blocks.py.
 """
 
 from __future__ import annotations
 
-from .attention import MultiHeadAttention
+import copy
+
+from tinytensor.creation import arange, zeros
+from tinytensor.ops import gelu, relu
+
+from . import init
 from .dropout import Dropout
-from .feedforward import FeedForward
-from .module import Module
-from .normalization import LayerNorm, RMSNorm
+from .linear import Linear
+from .module import Module, ModuleList
+from .multihead_attention import MultiheadAttention
+from .normalization import LayerNorm
+
+_ACTIVATIONS = {"relu": relu, "gelu": gelu}
 
 
-def make_norm(kind: str, d_model: int, eps: float, bias: bool = True, device=None, dtype=None):
-    """LayerNorm ("layernorm", with or without bias) or RMSNorm ("rmsnorm")."""
-    if kind == "layernorm":
-        return LayerNorm(d_model, eps=eps, bias=bias, device=device, dtype=dtype)
-    if kind == "rmsnorm":
-        return RMSNorm(d_model, eps=eps, device=device, dtype=dtype)
-    raise ValueError(f"unknown norm {kind!r}: expected 'layernorm' or 'rmsnorm'")
+def _activation_fn(activation, where):
+    if isinstance(activation, str):
+        if activation not in _ACTIVATIONS:
+            raise ValueError(f"{where}: activation should be relu/gelu, not {activation!r}")
+        return _ACTIVATIONS[activation]
+    if not callable(activation):
+        raise TypeError(
+            f"{where}: activation must be 'relu', 'gelu' or a callable, got "
+            f"{type(activation).__name__}"
+        )
+    return activation
 
 
-def _residual(x, sublayer, norm, dropout, norm_first: bool):
-    """One residual sub-layer: Pre-LN x + dropout(sublayer(norm(x))), or Post-LN
-    norm(x + dropout(sublayer(x)))."""
-    if norm_first:
-        return x + dropout(sublayer(norm(x)))
-    return norm(x + dropout(sublayer(x)))
+def _clones(layer, n):
+    """n independent deep copies of `layer` (the layer passed in is a template, as PyTorch)."""
+    return ModuleList([copy.deepcopy(layer) for _ in range(n)])
+
+
+def _is_causal_mask(mask, is_causal, size):
+    """PyTorch's reading of the `is_causal` hint: None means "find out whether `mask` is the
+    square subsequent mask"; an explicit True or False is taken as given."""
+    if is_causal is not None or mask is None:
+        return bool(is_causal)
+    if tuple(mask.shape) != (size, size):
+        return False
+    causal = Transformer.generate_square_subsequent_mask(size, device=mask.device)
+    if mask.dtype.kind == "b":
+        causal = causal == float("-inf")
+    return bool((mask == causal).all())
+
+
+def _seq_len(x, batch_first):
+    return x.shape[1] if batch_first and x.ndim == 3 else x.shape[0]
 
 
 class TransformerEncoderLayer(Module):
-    """Self-attention and a feed-forward block, each with a residual connection and a norm.
-
-    With `is_causal=True` (and a `cache`) it is also the block of a decoder-only model (GPT).
+    """Self-attention and a feed-forward network, each in a residual, as
+    `torch.nn.TransformerEncoderLayer`.
 
     Args:
-        d_model, n_heads: model width and attention heads.
-        d_ff: FFN hidden size (default 4·d_model).
-        dropout: on the attention probabilities, inside the FFN and on both residual branches
-            (as PyTorch's single `dropout` argument).
-        activation: FeedForward activation: relu, gelu, gelu_tanh, silu, geglu, swiglu, ...
-        norm_first: Pre-LN (True) or Post-LN (False, PyTorch's default).
-        norm: "layernorm" or "rmsnorm"; eps: its epsilon.
-        bias: biases in the attention and FFN projections and in LayerNorm.
-        n_kv_heads, d_head, scale, rotary: passed to `MultiHeadAttention`.
+        d_model: E, the size of the input and output features.
+        nhead: attention heads.
+        dim_feedforward: the feed-forward's hidden size.
+        dropout: on the attention probabilities, inside the feed-forward and on both residuals.
+        activation: "relu", "gelu" or a callable (a Module is registered as a submodule).
+        layer_norm_eps: LayerNorm's epsilon.
+        batch_first: (N, T, E) inputs instead of (T, N, E).
+        norm_first: Pre-LN (True) or Post-LN (False).
+        bias: biases in the projections, the feed-forward and the LayerNorms.
 
-    Submodules: self_attn (MultiHeadAttention), norm1, ffn (FeedForward), norm2, dropout1,
-    dropout2.
+    Parameters: self_attn (MultiheadAttention), linear1, linear2, norm1, norm2.
 
-    forward(x, *, attn_mask=None, key_mask=None, attn_bias=None, is_causal=False, cache=None)
-        -> (B, T, d_model); the arguments are those of `MultiHeadAttention.forward`.
+    forward(src, src_mask=None, src_key_padding_mask=None, is_causal=False) -> like src.
+
+    Example:
+        >>> layer = nn.TransformerEncoderLayer(d_model=16, nhead=4, dim_feedforward=32)
+        >>> layer(tt.randn(5, 2, 16)).shape
+        (5, 2, 16)
     """
 
     def __init__(
         self,
         d_model,
-        n_heads,
-        d_ff=None,
+        nhead,
+        dim_feedforward=2048,
         dropout=0.1,
         activation="relu",
+        layer_norm_eps=1e-5,
+        batch_first=False,
         norm_first=False,
-        norm="layernorm",
-        eps=1e-5,
         bias=True,
-        n_kv_heads=None,
-        d_head=None,
-        scale=None,
-        rotary=None,
         device=None,
         dtype=None,
     ):
         super().__init__()
         factory = dict(device=device, dtype=dtype)
-        d_ff = 4 * d_model if d_ff is None else d_ff
-        self.norm_first = norm_first
-        attention = dict(
-            n_kv_heads=n_kv_heads, d_head=d_head, bias=bias, dropout=dropout, scale=scale, **factory
+        # Attribute order is PyTorch's registration order, hence its state_dict order.
+        self.self_attn = MultiheadAttention(
+            d_model, nhead, dropout=dropout, bias=bias, batch_first=batch_first, **factory
         )
-        self.self_attn = MultiHeadAttention(d_model, n_heads, rotary=rotary, **attention)
-        self.norm1 = make_norm(norm, d_model, eps, bias, **factory)
-        self.ffn = FeedForward(d_model, d_ff, activation, bias=bias, dropout=dropout, **factory)
-        self.norm2 = make_norm(norm, d_model, eps, bias, **factory)
-        self.dropout1, self.dropout2 = Dropout(dropout), Dropout(dropout)
+        self.linear1 = Linear(d_model, dim_feedforward, bias=bias, **factory)
+        self.dropout = Dropout(dropout)
+        self.linear2 = Linear(dim_feedforward, d_model, bias=bias, **factory)
+        self.norm_first = norm_first
+        self.norm1 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **factory)
+        self.norm2 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **factory)
+        self.dropout1 = Dropout(dropout)
+        self.dropout2 = Dropout(dropout)
+        self.activation = _activation_fn(activation, "TransformerEncoderLayer")
 
-    def forward(
-        self, x, *, attn_mask=None, key_mask=None, attn_bias=None, is_causal=False, cache=None
-    ):
-        def attend(h):
-            return self.self_attn(
-                h,
-                attn_mask=attn_mask,
-                key_mask=key_mask,
-                attn_bias=attn_bias,
-                is_causal=is_causal,
-                cache=cache,
-            )
+    def forward(self, src, src_mask=None, src_key_padding_mask=None, is_causal=False):
+        x = src
+        if self.norm_first:
+            x = x + self._sa_block(self.norm1(x), src_mask, src_key_padding_mask, is_causal)
+            return x + self._ff_block(self.norm2(x))
+        x = self.norm1(x + self._sa_block(x, src_mask, src_key_padding_mask, is_causal))
+        return self.norm2(x + self._ff_block(x))
 
-        x = _residual(x, attend, self.norm1, self.dropout1, self.norm_first)
-        return _residual(x, self.ffn, self.norm2, self.dropout2, self.norm_first)
+    def _sa_block(self, x, attn_mask, key_padding_mask, is_causal):
+        x = self.self_attn(
+            x,
+            x,
+            x,
+            attn_mask=attn_mask,
+            key_padding_mask=key_padding_mask,
+            need_weights=False,
+            is_causal=is_causal,
+        )[0]
+        return self.dropout1(x)
 
-    def extra_repr(self):
-        return f"norm_first={self.norm_first}"
+    def _ff_block(self, x):
+        return self.dropout2(self.linear2(self.dropout(self.activation(self.linear1(x)))))
 
 
 class TransformerDecoderLayer(Module):
-    """Causal self-attention, cross-attention to the encoder output, and a feed-forward block.
+    """Self-attention, cross-attention to the encoder output and a feed-forward network, each
+    in a residual, as `torch.nn.TransformerDecoderLayer`.
 
-    Args: as `TransformerEncoderLayer`; `rotary` applies to the self-attention only, and
-    `d_context` is the encoder output's size (default d_model).
+    Args: as `TransformerEncoderLayer`.
 
-    Submodules: self_attn, norm1, cross_attn, norm2, ffn, norm3, dropout1..3.
+    Parameters: self_attn, multihead_attn (both MultiheadAttention), linear1, linear2, norm1,
+    norm2, norm3.
 
-    forward(x, memory, *, self_attn_mask=None, self_key_mask=None, self_attn_bias=None,
-            memory_key_mask=None, memory_attn_bias=None, is_causal=True, cache=None)
-        x: (B, T, d_model) decoder states; memory: (B, S, d_context) encoder output.
-        self_*: masks and bias of the self-attention (see `MultiHeadAttention.forward`).
-        memory_key_mask: (B, S) bool, True = real encoder token.
-        is_causal: causal self-attention (default True: a decoder).
-        cache: a `KVCache` for both attentions (the encoder K/V are computed once).
-        -> (B, T, d_model)
+    forward(tgt, memory, tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None,
+            memory_key_padding_mask=None, tgt_is_causal=False, memory_is_causal=False)
+        -> like tgt. tgt (T, N, E), memory (S, N, E) (batch dim first with batch_first).
     """
 
     def __init__(
         self,
         d_model,
-        n_heads,
-        d_ff=None,
+        nhead,
+        dim_feedforward=2048,
         dropout=0.1,
         activation="relu",
+        layer_norm_eps=1e-5,
+        batch_first=False,
         norm_first=False,
-        norm="layernorm",
-        eps=1e-5,
         bias=True,
-        n_kv_heads=None,
-        d_head=None,
-        scale=None,
-        rotary=None,
-        d_context=None,
         device=None,
         dtype=None,
     ):
         super().__init__()
         factory = dict(device=device, dtype=dtype)
-        d_ff = 4 * d_model if d_ff is None else d_ff
+        attention = dict(dropout=dropout, bias=bias, batch_first=batch_first, **factory)
+        self.self_attn = MultiheadAttention(d_model, nhead, **attention)
+        self.multihead_attn = MultiheadAttention(d_model, nhead, **attention)
+        self.linear1 = Linear(d_model, dim_feedforward, bias=bias, **factory)
+        self.dropout = Dropout(dropout)
+        self.linear2 = Linear(dim_feedforward, d_model, bias=bias, **factory)
         self.norm_first = norm_first
-        attention = dict(
-            n_kv_heads=n_kv_heads, d_head=d_head, bias=bias, dropout=dropout, scale=scale, **factory
-        )
-        self.self_attn = MultiHeadAttention(d_model, n_heads, rotary=rotary, **attention)
-        self.norm1 = make_norm(norm, d_model, eps, bias, **factory)
-        self.cross_attn = MultiHeadAttention(d_model, n_heads, d_context=d_context, **attention)
-        self.norm2 = make_norm(norm, d_model, eps, bias, **factory)
-        self.ffn = FeedForward(d_model, d_ff, activation, bias=bias, dropout=dropout, **factory)
-        self.norm3 = make_norm(norm, d_model, eps, bias, **factory)
-        self.dropout1, self.dropout2, self.dropout3 = (
-            Dropout(dropout),
-            Dropout(dropout),
-            Dropout(dropout),
-        )
+        self.norm1 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **factory)
+        self.norm2 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **factory)
+        self.norm3 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **factory)
+        self.dropout1 = Dropout(dropout)
+        self.dropout2 = Dropout(dropout)
+        self.dropout3 = Dropout(dropout)
+        self.activation = _activation_fn(activation, "TransformerDecoderLayer")
 
     def forward(
         self,
-        x,
+        tgt,
         memory,
-        *,
-        self_attn_mask=None,
-        self_key_mask=None,
-        self_attn_bias=None,
-        memory_key_mask=None,
-        memory_attn_bias=None,
-        is_causal=True,
-        cache=None,
+        tgt_mask=None,
+        memory_mask=None,
+        tgt_key_padding_mask=None,
+        memory_key_padding_mask=None,
+        tgt_is_causal=False,
+        memory_is_causal=False,
     ):
-        def self_attend(h):
-            return self.self_attn(
-                h,
-                attn_mask=self_attn_mask,
-                key_mask=self_key_mask,
-                attn_bias=self_attn_bias,
+        x = tgt
+        if self.norm_first:
+            x = x + self._sa_block(self.norm1(x), tgt_mask, tgt_key_padding_mask, tgt_is_causal)
+            x = x + self._mha_block(
+                self.norm2(x), memory, memory_mask, memory_key_padding_mask, memory_is_causal
+            )
+            return x + self._ff_block(self.norm3(x))
+        x = self.norm1(x + self._sa_block(x, tgt_mask, tgt_key_padding_mask, tgt_is_causal))
+        x = self.norm2(
+            x + self._mha_block(x, memory, memory_mask, memory_key_padding_mask, memory_is_causal)
+        )
+        return self.norm3(x + self._ff_block(x))
+
+    def _sa_block(self, x, attn_mask, key_padding_mask, is_causal):
+        x = self.self_attn(
+            x,
+            x,
+            x,
+            attn_mask=attn_mask,
+            key_padding_mask=key_padding_mask,
+            need_weights=False,
+            is_causal=is_causal,
+        )[0]
+        return self.dropout1(x)
+
+    def _mha_block(self, x, memory, attn_mask, key_padding_mask, is_causal):
+        x = self.multihead_attn(
+            x,
+            memory,
+            memory,
+            attn_mask=attn_mask,
+            key_padding_mask=key_padding_mask,
+            need_weights=False,
+            is_causal=is_causal,
+        )[0]
+        return self.dropout2(x)
+
+    def _ff_block(self, x):
+        return self.dropout3(self.linear2(self.dropout(self.activation(self.linear1(x)))))
+
+
+class TransformerEncoder(Module):
+    """A stack of `num_layers` copies of `encoder_layer`, then an optional norm, as
+    `torch.nn.TransformerEncoder`.
+
+    Args:
+        encoder_layer: the template layer (deep-copied num_layers times; not itself used).
+        num_layers: how many layers.
+        norm: applied to the last layer's output (a Pre-LN stack needs one), or None.
+        enable_nested_tensor, mask_check: accepted for PyTorch code. NOTE: PyTorch may run an
+            inference-only nested-tensor path that leaves zeros at padded positions of the
+            output; tinytensor always computes every position (the real positions agree).
+
+    forward(src, mask=None, src_key_padding_mask=None, is_causal=None) -> like src.
+        is_causal=None: detect whether `mask` is the square subsequent mask (as PyTorch).
+    """
+
+    def __init__(
+        self, encoder_layer, num_layers, norm=None, enable_nested_tensor=True, mask_check=True
+    ):
+        super().__init__()
+        if not isinstance(encoder_layer, Module):
+            raise TypeError(
+                f"TransformerEncoder: encoder_layer must be a Module, got "
+                f"{type(encoder_layer).__name__}"
+            )
+        self.layers = _clones(encoder_layer, num_layers)
+        self.num_layers = num_layers
+        self.norm = norm
+        self.enable_nested_tensor = enable_nested_tensor
+        self.mask_check = mask_check
+
+    def forward(self, src, mask=None, src_key_padding_mask=None, is_causal=None):
+        batch_first = getattr(getattr(self.layers[0], "self_attn", None), "batch_first", False)
+        is_causal = _is_causal_mask(mask, is_causal, _seq_len(src, batch_first))
+        output = src
+        for layer in self.layers:
+            output = layer(
+                output,
+                src_mask=mask,
+                src_key_padding_mask=src_key_padding_mask,
                 is_causal=is_causal,
-                cache=cache,
             )
+        return output if self.norm is None else self.norm(output)
 
-        def cross_attend(h):
-            return self.cross_attn(
-                h, memory, key_mask=memory_key_mask, attn_bias=memory_attn_bias, cache=cache
+
+class TransformerDecoder(Module):
+    """A stack of `num_layers` copies of `decoder_layer`, then an optional norm, as
+    `torch.nn.TransformerDecoder`.
+
+    forward(tgt, memory, tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None,
+            memory_key_padding_mask=None, tgt_is_causal=None, memory_is_causal=False)
+    """
+
+    def __init__(self, decoder_layer, num_layers, norm=None):
+        super().__init__()
+        if not isinstance(decoder_layer, Module):
+            raise TypeError(
+                f"TransformerDecoder: decoder_layer must be a Module, got "
+                f"{type(decoder_layer).__name__}"
             )
+        self.layers = _clones(decoder_layer, num_layers)
+        self.num_layers = num_layers
+        self.norm = norm
 
-        x = _residual(x, self_attend, self.norm1, self.dropout1, self.norm_first)
-        x = _residual(x, cross_attend, self.norm2, self.dropout2, self.norm_first)
-        return _residual(x, self.ffn, self.norm3, self.dropout3, self.norm_first)
+    def forward(
+        self,
+        tgt,
+        memory,
+        tgt_mask=None,
+        memory_mask=None,
+        tgt_key_padding_mask=None,
+        memory_key_padding_mask=None,
+        tgt_is_causal=None,
+        memory_is_causal=False,
+    ):
+        batch_first = getattr(getattr(self.layers[0], "self_attn", None), "batch_first", False)
+        tgt_is_causal = _is_causal_mask(tgt_mask, tgt_is_causal, _seq_len(tgt, batch_first))
+        output = tgt
+        for layer in self.layers:
+            output = layer(
+                output,
+                memory,
+                tgt_mask=tgt_mask,
+                memory_mask=memory_mask,
+                tgt_key_padding_mask=tgt_key_padding_mask,
+                memory_key_padding_mask=memory_key_padding_mask,
+                tgt_is_causal=tgt_is_causal,
+                memory_is_causal=memory_is_causal,
+            )
+        return output if self.norm is None else self.norm(output)
 
-    def extra_repr(self):
-        return f"norm_first={self.norm_first}"
+
+class Transformer(Module):
+    """The encoder-decoder Transformer, as `torch.nn.Transformer`.
+
+    Args:
+        d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps, batch_first,
+            norm_first, bias: as `TransformerEncoderLayer`.
+        num_encoder_layers, num_decoder_layers: stack depths.
+        custom_encoder, custom_decoder: Modules used instead of the default stacks.
+
+    The default stacks end with a LayerNorm each (encoder.norm, decoder.norm). All weight
+    matrices are initialized Xavier-uniform, as PyTorch.
+
+    forward(src, tgt, src_mask=None, tgt_mask=None, memory_mask=None,
+            src_key_padding_mask=None, tgt_key_padding_mask=None, memory_key_padding_mask=None,
+            src_is_causal=None, tgt_is_causal=None, memory_is_causal=False)
+        src (S, N, E), tgt (T, N, E) (N first with batch_first) -> (T, N, E).
+
+    Example:
+        >>> model = nn.Transformer(d_model=16, nhead=4, num_encoder_layers=2,
+        ...                        num_decoder_layers=2, dim_feedforward=32)
+        >>> mask = nn.Transformer.generate_square_subsequent_mask(7)
+        >>> model(tt.randn(5, 2, 16), tt.randn(7, 2, 16), tgt_mask=mask).shape
+        (7, 2, 16)
+    """
+
+    def __init__(
+        self,
+        d_model=512,
+        nhead=8,
+        num_encoder_layers=6,
+        num_decoder_layers=6,
+        dim_feedforward=2048,
+        dropout=0.1,
+        activation="relu",
+        custom_encoder=None,
+        custom_decoder=None,
+        layer_norm_eps=1e-5,
+        batch_first=False,
+        norm_first=False,
+        bias=True,
+        device=None,
+        dtype=None,
+    ):
+        super().__init__()
+        factory = dict(device=device, dtype=dtype)
+        layer = dict(
+            d_model=d_model,
+            nhead=nhead,
+            dim_feedforward=dim_feedforward,
+            dropout=dropout,
+            activation=activation,
+            layer_norm_eps=layer_norm_eps,
+            batch_first=batch_first,
+            norm_first=norm_first,
+            bias=bias,
+            **factory,
+        )
+        if custom_encoder is not None:
+            self.encoder = custom_encoder
+        else:
+            norm = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **factory)
+            self.encoder = TransformerEncoder(
+                TransformerEncoderLayer(**layer), num_encoder_layers, norm
+            )
+        if custom_decoder is not None:
+            self.decoder = custom_decoder
+        else:
+            norm = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **factory)
+            self.decoder = TransformerDecoder(
+                TransformerDecoderLayer(**layer), num_decoder_layers, norm
+            )
+        self.d_model, self.nhead, self.batch_first = d_model, nhead, batch_first
+        for p in self.parameters():
+            if p.ndim > 1:
+                init.xavier_uniform_(p)
+
+    def forward(
+        self,
+        src,
+        tgt,
+        src_mask=None,
+        tgt_mask=None,
+        memory_mask=None,
+        src_key_padding_mask=None,
+        tgt_key_padding_mask=None,
+        memory_key_padding_mask=None,
+        src_is_causal=None,
+        tgt_is_causal=None,
+        memory_is_causal=False,
+    ):
+        batch_dim = 0 if self.batch_first else 1
+        if src.ndim == 3 and tgt.ndim == 3 and src.shape[batch_dim] != tgt.shape[batch_dim]:
+            raise ValueError(
+                f"Transformer.forward: the batch size of src ({src.shape[batch_dim]}) and tgt "
+                f"({tgt.shape[batch_dim]}) must be equal (batch_first={self.batch_first})"
+            )
+        if src.shape[-1] != self.d_model or tgt.shape[-1] != self.d_model:
+            raise ValueError(
+                f"Transformer.forward: the feature size of src ({src.shape[-1]}) and tgt "
+                f"({tgt.shape[-1]}) must equal d_model={self.d_model}"
+            )
+        memory = self.encoder(
+            src, mask=src_mask, src_key_padding_mask=src_key_padding_mask, is_causal=src_is_causal
+        )
+        return self.decoder(
+            tgt,
+            memory,
+            tgt_mask=tgt_mask,
+            memory_mask=memory_mask,
+            tgt_key_padding_mask=tgt_key_padding_mask,
+            memory_key_padding_mask=memory_key_padding_mask,
+            tgt_is_causal=tgt_is_causal,
+            memory_is_causal=memory_is_causal,
+        )
+
+    @staticmethod
+    def generate_square_subsequent_mask(sz, device=None, dtype=None):
+        """The causal mask for a sequence of `sz`: a float (sz, sz) Tensor with -inf above the
+        diagonal (position i may not see j > i) and 0 elsewhere, as PyTorch."""
+        # NOTE: not full(-inf).triu(1): triu multiplies by a 0/1 mask, and -inf·0 is NaN.
+        position = arange(sz, device=device)
+        future = position.reshape(1, sz) > position.reshape(sz, 1)  # (sz, sz), j > i
+        return zeros(sz, sz, dtype=dtype, device=device).masked_fill(future, float("-inf"))

@@ -6,7 +6,7 @@
     make_attention             factory.py         a module from a name (mha|gqa|mqa|mla|...)
     cache_nbytes, tokens_seen  state.py           measured cache bytes; the next position
 
-MHA, GQA and MQA are `nn.MultiHeadAttention` (n_kv_heads = H, a divisor, 1). Every variant
+MHA, GQA and MQA are `nn.Attention` (n_kv_heads = H, a divisor, 1). Every variant
 decodes with the ordinary `nn.KVCache`, so `models.generation` works unchanged.
 """
 

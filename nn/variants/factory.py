@@ -1,9 +1,9 @@
 """Builds the self-attention module of a decoder block from a variant name.
 
     attention   module                         KV cache per token and layer (numbers)
-    "mha"       MultiHeadAttention             2·H·d_h
-    "gqa"       MultiHeadAttention(H_kv)       2·H_kv·d_h
-    "mqa"       MultiHeadAttention(H_kv = 1)   2·d_h
+    "mha"       Attention             2·H·d_h
+    "gqa"       Attention(H_kv)       2·H_kv·d_h
+    "mqa"       Attention(H_kv = 1)   2·d_h
     "mla"       MultiHeadLatentAttention       d_c + d_R
     "sliding"   SlidingWindowAttention         2·H_kv·d_h, for the last w tokens only
     "linear"    LinearAttention                none: a state of H·(d_h² + d_h) per sequence
@@ -15,7 +15,7 @@ not for sliding-window or linear attention, whose caches have no full score matr
 
 from __future__ import annotations
 
-from ..attention import MultiHeadAttention
+from ..attention import Attention
 from .linear_attention import LinearAttention
 from .mla import MultiHeadLatentAttention
 from .sliding_window import SlidingWindowAttention
@@ -81,7 +81,7 @@ def make_attention(
     check_attention_options(kind, "learned")
     if kind in ("mha", "gqa", "mqa"):
         h_kv = resolve_kv_heads(kind, n_heads, n_kv_heads)
-        return MultiHeadAttention(
+        return Attention(
             d_model, n_heads, n_kv_heads=h_kv, bias=bias, dropout=dropout, rotary=rotary
         )
     if kind == "sliding":

@@ -93,7 +93,7 @@ class LinearAttention(Module):
     """Causal multi-head linear attention with φ = elu + 1 and a constant-size decoding state.
 
     Args:
-        d_model, n_heads, d_head, bias: as `MultiHeadAttention` (parameters q_proj, k_proj,
+        d_model, n_heads, d_head, bias: as `Attention` (parameters q_proj, k_proj,
             v_proj, out_proj).
         recurrent: compute with the step-by-step form (slow in Python; the reference for the
             parallel form, which is the default).

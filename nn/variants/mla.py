@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from tinytensor.ops import cat, scaled_dot_product_attention
 from tinytensor.tensor import Tensor
 
-from ..attention import MultiHeadAttention
+from ..attention import Attention
 from ..linear import Linear
 from ..module import Module
 from ..normalization import RMSNorm
@@ -65,7 +65,7 @@ class MultiHeadLatentAttention(Module):
     out_proj (d_model, H·d_h).
 
     forward(x, *, attn_mask=None, key_mask=None, attn_bias=None, is_causal=True, cache=None)
-        as `MultiHeadAttention.forward` (self-attention only). With a cache the new latents
+        as `Attention.forward` (self-attention only). With a cache the new latents
         and RoPE keys are appended and positions continue at the cached length.
 
     Example:
@@ -134,7 +134,7 @@ class MultiHeadLatentAttention(Module):
                 k_rope = cat([entry.k_rope, k_rope], dim=2)  # (B, 1, Tk, dR)
             set_variant_state(cache, self, MLACacheEntry(latent, k_rope), t)
         t_k = latent.shape[1]
-        mask = MultiHeadAttention._combine_masks(attn_mask, key_mask, attn_bias, b, t_k)
+        mask = Attention._combine_masks(attn_mask, key_mask, attn_bias, b, t_k)
         scale = 1.0 / math.sqrt(dh + dr)
         if self.absorb:
             out = self._attend_absorbed(q_nope, q_rope, latent, k_rope, mask, is_causal, scale)

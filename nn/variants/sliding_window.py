@@ -20,7 +20,7 @@ from tinytensor.backend import get_array_module
 from tinytensor.ops import cat, scaled_dot_product_attention
 from tinytensor.tensor import Tensor
 
-from ..attention import MultiHeadAttention
+from ..attention import Attention
 from ..linear import Linear
 from ..module import Module
 from ..rotary import RotaryEmbedding
@@ -68,12 +68,12 @@ class SlidingWindowAttention(Module):
     """Causal self-attention restricted to the last `window` positions, with a ring-buffer cache.
 
     Args:
-        d_model, n_heads, n_kv_heads, d_head, bias, dropout, rotary: as `MultiHeadAttention`
+        d_model, n_heads, n_kv_heads, d_head, bias, dropout, rotary: as `Attention`
             (the same parameter names: q_proj, k_proj, v_proj, out_proj).
         window: w ≥ 1, the keys each query sees (itself and the w - 1 before it).
 
     forward(x, *, attn_mask=None, key_mask=None, attn_bias=None, is_causal=True, cache=None)
-        as `MultiHeadAttention.forward`; attention is always causal. With a cache, key_mask
+        as `Attention.forward`; attention is always causal. With a cache, key_mask
         (B, T_total) covers every token so far (only its last T columns are read), and
         attn_bias / a float attn_mask are refused: their columns would not match the ring.
 
@@ -143,7 +143,7 @@ class SlidingWindowAttention(Module):
                 window = window & attn_mask
             elif attn_mask is not None:
                 attn_bias = attn_mask if attn_bias is None else attn_bias + attn_mask
-            mask = MultiHeadAttention._combine_masks(window, key_mask, attn_bias, b, t)
+            mask = Attention._combine_masks(window, key_mask, attn_bias, b, t)
             out = self._attend(q, k, v, mask)
         else:
             out = self._attend_cached(q, k, v, q_pos, attn_mask, key_mask, attn_bias, cache)

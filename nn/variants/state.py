@@ -1,6 +1,6 @@
 """Decoding state of the attention variants, kept inside an ordinary `nn.KVCache`.
 
-`nn.KVCache` stores full per-head K/V for `MultiHeadAttention`. The variants cache something
+`nn.KVCache` stores full per-head K/V for `Attention`. The variants cache something
 else: MLA a latent per token, sliding-window attention a ring buffer of w steps, linear attention
 a fixed-size state. So that the same cache object (the one `models.generation` creates) serves a
 model built from any variant, each variant keeps its entry in a side table of the cache, keyed by

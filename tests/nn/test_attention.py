@@ -1,4 +1,4 @@
-"""MultiHeadAttention against PyTorch's scaled_dot_product_attention built by hand from the same
+"""Attention against PyTorch's scaled_dot_product_attention built by hand from the same
 projections; KV-cache decoding against the full recomputation; GQA semantics; gradchecks."""
 
 import numpy as np
@@ -82,14 +82,14 @@ def causal(torch, tq, tk):
 
 @pytest.mark.parametrize("n_kv_heads", [4, 2, 1])
 def test_causal_self_attention_matches_torch(torch, float64, n_kv_heads):
-    attn = nn.MultiHeadAttention(D, 4, n_kv_heads=n_kv_heads)
+    attn = nn.Attention(D, 4, n_kv_heads=n_kv_heads)
     x = tt.randn(B, T, D, requires_grad=True)
     compare_with_torch(torch, attn, x, mask=causal(torch, T, T), is_causal=True)
 
 
 def test_key_mask_bias_and_custom_head_size_match_torch(torch, float64):
     # T5-like: no biases, d_head != d_model / n_heads, scale 1, an additive bias with gradient
-    attn = nn.MultiHeadAttention(D, 2, d_head=6, bias=False, scale=1.0)
+    attn = nn.Attention(D, 2, d_head=6, bias=False, scale=1.0)
     x = tt.randn(B, T, D, requires_grad=True)
     key_mask = tt.tensor([[True] * T, [True] * 3 + [False] * (T - 3)])
     bias = tt.randn(1, 2, T, T, requires_grad=True)
@@ -98,7 +98,7 @@ def test_key_mask_bias_and_custom_head_size_match_torch(torch, float64):
 
 
 def test_bool_attn_mask_matches_torch(torch, float64):
-    attn = nn.MultiHeadAttention(D, 4)
+    attn = nn.Attention(D, 4)
     x = tt.randn(B, T, D, requires_grad=True)
     mask = tt.rand(B, 1, T, T) > 0.3
     mask = mask | tt.tensor(np.eye(T, dtype=bool))  # every query may attend somewhere
@@ -106,7 +106,7 @@ def test_bool_attn_mask_matches_torch(torch, float64):
 
 
 def test_cross_attention_matches_torch(torch, float64):
-    attn = nn.MultiHeadAttention(D, 4, n_kv_heads=2, d_context=12)
+    attn = nn.Attention(D, 4, n_kv_heads=2, d_context=12)
     x = tt.randn(B, T, D, requires_grad=True)
     context = tt.randn(B, S, 12, requires_grad=True)
     key_mask = tt.tensor([[True] * S, [True, True, False, False]])
@@ -115,7 +115,7 @@ def test_cross_attention_matches_torch(torch, float64):
 
 
 def test_rope_attention_matches_hf_rotary(torch, transformers, float64):
-    attn = nn.MultiHeadAttention(D, 4, n_kv_heads=2, rotary=nn.RotaryEmbedding(D // 4))
+    attn = nn.Attention(D, 4, n_kv_heads=2, rotary=nn.RotaryEmbedding(D // 4))
     x = tt.randn(B, T, D, requires_grad=True)
     compare_with_torch(torch, attn, x, mask=causal(torch, T, T), rope=True, is_causal=True)
 
@@ -130,8 +130,8 @@ def test_rotary_offset_matches_hf(torch, transformers, float64):
 def test_gqa_equals_mha_with_repeated_kv_weights(float64):
     """A GQA layer equals an MHA layer whose K/V heads are the GQA heads repeated per group:
     query head h reads K/V head h // (n_heads / n_kv_heads)."""
-    gqa = nn.MultiHeadAttention(D, 4, n_kv_heads=2)
-    mha = nn.MultiHeadAttention(D, 4)
+    gqa = nn.Attention(D, 4, n_kv_heads=2)
+    mha = nn.Attention(D, 4)
     d = gqa.d_head
     with tt.no_grad():
         mha.q_proj.weight.copy_(gqa.q_proj.weight)
@@ -151,9 +151,9 @@ def test_gqa_equals_mha_with_repeated_kv_weights(float64):
 
 def test_gqa_with_as_many_kv_heads_as_heads_is_plain_mha(float64):
     tt.manual_seed(3)
-    a = nn.MultiHeadAttention(D, 4, n_kv_heads=4)
+    a = nn.Attention(D, 4, n_kv_heads=4)
     tt.manual_seed(3)
-    b = nn.MultiHeadAttention(D, 4)
+    b = nn.Attention(D, 4)
     x = tt.randn(B, T, D)
     np.testing.assert_array_equal(a(x).numpy(), b(x).numpy())
 
@@ -173,7 +173,7 @@ def decode_step_by_step(attn, x, context=None, prefix=2, **kw):
     ids=["mha", "gqa", "mqa+rope"],
 )
 def test_kv_cached_causal_decoding_equals_full_forward(float64, options):
-    attn = nn.MultiHeadAttention(D, 4, **options)
+    attn = nn.Attention(D, 4, **options)
     x = tt.randn(B, T, D)
     full = attn(x, is_causal=True)
     with tt.no_grad():
@@ -183,7 +183,7 @@ def test_kv_cached_causal_decoding_equals_full_forward(float64, options):
 
 
 def test_kv_cached_cross_attention_equals_full_forward(float64):
-    attn = nn.MultiHeadAttention(D, 4, n_kv_heads=2)
+    attn = nn.Attention(D, 4, n_kv_heads=2)
     x, memory = tt.randn(B, T, D), tt.randn(B, S, D)
     key_mask = tt.tensor([[True] * S, [True, True, True, False]])
     full = attn(x, memory, key_mask=key_mask)
@@ -202,7 +202,7 @@ def test_kv_cached_cross_attention_equals_full_forward(float64):
 
 
 def test_kv_cache_reorder_selects_batch_rows(float64):
-    attn = nn.MultiHeadAttention(D, 4)
+    attn = nn.Attention(D, 4)
     x = tt.randn(B, T, D)
     cache = nn.KVCache()
     with tt.no_grad():
@@ -214,14 +214,14 @@ def test_kv_cache_reorder_selects_batch_rows(float64):
 
 
 def test_fully_masked_query_gives_zeros_not_nan(float64):
-    attn = nn.MultiHeadAttention(D, 2, bias=False)
+    attn = nn.Attention(D, 2, bias=False)
     x = tt.randn(1, 3, D)
     out = attn(x, key_mask=tt.tensor([[False, False, False]]), attn_bias=tt.zeros(1, 2, 3, 3))
     assert np.all(np.isfinite(out.numpy())) and np.allclose(out.numpy(), 0)
 
 
 def test_attention_gradcheck(float64):
-    attn = nn.MultiHeadAttention(8, 2, n_kv_heads=1, rotary=nn.RotaryEmbedding(4))
+    attn = nn.Attention(8, 2, n_kv_heads=1, rotary=nn.RotaryEmbedding(4))
     x = tt.randn(1, 3, 8, requires_grad=True)
     bias = tt.randn(1, 2, 3, 3, requires_grad=True)
     params = [attn.q_proj.weight, attn.k_proj.bias]
@@ -234,7 +234,7 @@ def test_attention_gradcheck(float64):
 
 
 def test_attention_dropout_only_in_training(float64):
-    attn = nn.MultiHeadAttention(D, 4, dropout=0.5)
+    attn = nn.Attention(D, 4, dropout=0.5)
     x = tt.randn(B, T, D)
     attn.eval()
     np.testing.assert_array_equal(attn(x).numpy(), attn(x).numpy())
@@ -243,12 +243,12 @@ def test_attention_dropout_only_in_training(float64):
 
 
 def test_attention_errors_name_the_problem():
-    attn = nn.MultiHeadAttention(D, 4)
+    attn = nn.Attention(D, 4)
     with pytest.raises(ValueError, match=r"x must be \(B, T, 16\)"):
         attn(tt.randn(T, D))
     with pytest.raises(ValueError, match="key_mask must be bool of shape"):
         attn(tt.randn(B, T, D), key_mask=tt.ones(B, T))
     with pytest.raises(ValueError, match="multiple of n_kv_heads"):
-        nn.MultiHeadAttention(D, 4, n_kv_heads=3)
+        nn.Attention(D, 4, n_kv_heads=3)
     with pytest.raises(ValueError, match="not divisible"):
-        nn.MultiHeadAttention(D, 3)
+        nn.Attention(D, 3)

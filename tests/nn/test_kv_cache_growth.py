@@ -49,7 +49,7 @@ def test_mismatched_append_is_refused():
 def test_decoding_with_grad_still_backpropagates_into_earlier_steps(float64):
     """With a recorded graph the cache concatenates Tensors; the gradient of the last step's
     output reaches the prompt's input, as torch's through a plain concatenation."""
-    attn = nn.MultiHeadAttention(D, H)
+    attn = nn.Attention(D, H)
     x = tt.randn(1, 4, D, requires_grad=True)
     cache = nn.KVCache()
     attn(x[:, :3], cache=cache, is_causal=True)

@@ -232,7 +232,7 @@ def test_register_buffer_validates():
 
 def test_module_to_device_runs_there(device):
     tt.manual_seed(1)
-    layer = nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0)
+    layer = nn.EncoderBlock(8, 2, 16, dropout=0.0)
     x = tt.randn(2, 3, 8)
     expected = layer(x, is_causal=True).numpy()
     weight = layer.self_attn.q_proj.weight

@@ -112,7 +112,7 @@ def test_memory_used_is_blocks_not_max_length():
 
 def test_batch_of_different_lengths_decodes_like_full_forward():
     tt.manual_seed(0)
-    attn = nn.MultiHeadAttention(16, n_heads=4, n_kv_heads=2, rotary=nn.RotaryEmbedding(4))
+    attn = nn.Attention(16, n_heads=4, n_kv_heads=2, rotary=nn.RotaryEmbedding(4))
     attn.to(tt.float64)
     lengths = [3, 7, 5]
     seqs = [tt.randn(1, n + 2, 16, dtype=tt.float64) for n in lengths]

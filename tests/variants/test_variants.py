@@ -147,7 +147,7 @@ def test_linear_attention_gradient_matches_finite_differences():
 
 def test_gqa_with_n_kv_heads_equal_n_heads_is_mha():
     tt.manual_seed(1)
-    mha = nn.MultiHeadAttention(D_MODEL, H)
+    mha = nn.Attention(D_MODEL, H)
     gqa = V.make_attention("gqa", D_MODEL, H, n_kv_heads=H)
     gqa.load_state_dict(mha.state_dict())
     x = tt.randn(2, 5, D_MODEL)

@@ -49,9 +49,7 @@ def grads_match(torch, ours, theirs, pairs):
 
 @pytest.mark.parametrize("norm_first", [False, True])
 def test_encoder_layer_matches_torch(torch, float64, norm_first):
-    ours = nn.TransformerEncoderLayer(
-        D, H, FF, dropout=0.0, activation="gelu", norm_first=norm_first
-    )
+    ours = nn.EncoderBlock(D, H, FF, dropout=0.0, activation="gelu", norm_first=norm_first)
     randomize(ours)
     theirs = torch.nn.TransformerEncoderLayer(
         D, H, FF, dropout=0.0, activation="gelu", batch_first=True, norm_first=norm_first
@@ -83,7 +81,7 @@ def test_encoder_layer_matches_torch(torch, float64, norm_first):
 
 @pytest.mark.parametrize("norm_first", [False, True])
 def test_decoder_layer_matches_torch(torch, float64, norm_first):
-    ours = nn.TransformerDecoderLayer(D, H, FF, dropout=0.0, norm_first=norm_first)
+    ours = nn.DecoderBlock(D, H, FF, dropout=0.0, norm_first=norm_first)
     randomize(ours)
     theirs = torch.nn.TransformerDecoderLayer(
         D, H, FF, dropout=0.0, batch_first=True, norm_first=norm_first
@@ -118,7 +116,7 @@ def test_decoder_layer_matches_torch(torch, float64, norm_first):
 
 def test_decoder_layer_kv_cached_decoding_equals_full(float64):
     rope = nn.RotaryEmbedding(4)
-    layer = nn.TransformerDecoderLayer(
+    layer = nn.DecoderBlock(
         D, H, FF, dropout=0.0, norm_first=True, norm="rmsnorm", bias=False, n_kv_heads=1,
         rotary=rope, activation="geglu",
     )  # fmt: skip
@@ -133,7 +131,7 @@ def test_decoder_layer_kv_cached_decoding_equals_full(float64):
 
 
 def test_rmsnorm_layer_has_no_norm_bias_and_gradchecks(float64):
-    layer = nn.TransformerEncoderLayer(4, 2, 6, dropout=0.0, norm="rmsnorm", norm_first=True)
+    layer = nn.EncoderBlock(4, 2, 6, dropout=0.0, norm="rmsnorm", norm_first=True)
     assert "norm1.bias" not in dict(layer.named_parameters())
     x = tt.randn(1, 3, 4, requires_grad=True)
     assert tt.gradcheck(lambda x: layer(x, is_causal=True), [x])
@@ -141,11 +139,11 @@ def test_rmsnorm_layer_has_no_norm_bias_and_gradchecks(float64):
 
 def test_unknown_norm_is_refused():
     with pytest.raises(ValueError, match="unknown norm 'batchnorm'"):
-        nn.TransformerEncoderLayer(D, H, norm="batchnorm")
+        nn.EncoderBlock(D, H, norm="batchnorm")
 
 
 def test_decoder_layer_gradcheck(float64):
-    layer = nn.TransformerDecoderLayer(4, 2, 6, dropout=0.0, activation="gelu")
+    layer = nn.DecoderBlock(4, 2, 6, dropout=0.0, activation="gelu")
     x, memory = tt.randn(1, 3, 4, requires_grad=True), tt.randn(1, 2, 4, requires_grad=True)
     mask = tt.tensor([[True, False]])
     assert tt.gradcheck(lambda x, m: layer(x, m, memory_key_mask=mask), [x, memory])
