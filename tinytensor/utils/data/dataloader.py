@@ -30,7 +30,7 @@ from .worker import ExceptionWrapper, IterableExhausted, ResumeIteration, worker
 __all__ = ["DataLoader"]
 
 # how long the main process waits on the result queue before checking that workers are alive
-_STATUS_CHECK_INTERVAL = 5.0
+_STATUS_CHECK_INTERVAL = 1.0
 
 
 class _InfiniteConstantSampler(Sampler):

@@ -195,7 +195,7 @@ def random_split(dataset: Dataset, lengths, generator=None) -> list[Subset]:
     if fractions:
         for i, frac in enumerate(lengths):
             if not 0 <= frac <= 1:
-                raise ValueError(f"random_split: fraction at index {i} is not in [0, 1]: {frac}")
+                raise ValueError(f"random_split: lengths[{i}]={frac} is a fraction outside [0, 1]")
         sizes = [int(math.floor(n * frac)) for frac in lengths]
         for i in range(n - sum(sizes)):  # the remainder, round-robin
             sizes[i % len(sizes)] += 1
