@@ -26,11 +26,24 @@ from examples.exercises.checker import catalogue, grading, report  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 SOLUTIONS = HERE.parent / "solutions"
-COMMAND = "python examples/exercises/check.py"
+
+
+def command() -> str:
+    """How to run this script from the current directory: `python check.py` inside
+    examples/exercises, `python examples/exercises/check.py` from the repository root, the
+    absolute path where a relative one would be a long climb of ../"""
+    script = Path(__file__).resolve()
+    try:
+        relative = os.path.relpath(script, Path.cwd())
+    except ValueError:  # another drive on Windows
+        relative = str(script)
+    shown = relative if relative.count("..") <= 2 else str(script)
+    return f"python {shown}"
 
 
 def _parser() -> argparse.ArgumentParser:
     names = ", ".join(ex.name for ex in catalogue.EXERCISES)
+    COMMAND = command()
     parser = argparse.ArgumentParser(
         prog=COMMAND,
         description=(
@@ -86,14 +99,18 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _shown(folder: Path) -> str:
+    """`folder` as the learner can type it from here: relative when that is shorter."""
+    folder = folder.resolve()
+    relative = os.path.relpath(folder, Path.cwd())
+    return "" if relative == "." else relative if relative.count("..") <= 2 else str(folder)
+
+
 def _list(style) -> int:
     for ex in catalogue.EXERCISES:
         fns = ", ".join(p.function for p in ex.parts)
         print(f"{ex.number:2d}  {style(ex.name.ljust(22), 'bold')} {ex.title}  ({fns})")
-    print(
-        f"\nfiles: {HERE.relative_to(Path.cwd()) if HERE.is_relative_to(Path.cwd()) else HERE}"
-        "/NN_name.md (the maths) and NN_name.py (your code)"
-    )
+    print(f"\nfiles: {_shown(HERE) or '.'}/NN_name.md (the maths) and NN_name.py (your code)")
     return 0
 
 
@@ -125,7 +142,8 @@ def main(argv=None) -> int:
         print("\n" + report.summary_line(reports, style))
     else:
         flags = " --solutions" if args.solutions else (f" --dir {args.dir}" if args.dir else "")
-        print("\n" + report.verdict_line(reports[0], style, f"{COMMAND} {args.exercise}{flags}"))
+        rerun = f"{command()} {args.exercise}{flags}"
+        print("\n" + report.verdict_line(reports[0], style, rerun, _shown(HERE), _shown(folder)))
     if args.graph:
         from examples.exercises.checker import graph
 

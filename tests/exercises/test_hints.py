@@ -197,7 +197,7 @@ def test_repeated_ids_written_once():
             return gw
 
     result = grade("embedding", Embedding=Overwrites)
-    assert "hint" in kinds(result) and "np.add.at" in text(result)
+    assert "mistake:embedding-written-once" in kinds(result) and "np.add.at" in text(result)
 
 
 def test_missing_mean_term_is_an_error_constant_along_the_row():

@@ -183,6 +183,23 @@ def _matmul_cases(rng):
     return [Case({"x": _normal(rng, *a), "y": _normal(rng, *b)}) for a, b in shapes]
 
 
+def _batched_matmul_cases(rng):
+    shapes = [
+        ((2, 3, 3), (2, 3, 3)),  # one square product per batch
+        ((2, 3, 4), (2, 4, 5)),
+        ((2, 3, 4), (4, 2)),  # y is shared by both batches, like a weight
+        ((3, 1, 2, 4), (2, 4, 3)),  # x stretched along dim 1, y missing dim 0
+        ((1, 4, 4), (3, 4, 4)),  # square matrices, x shared by 3 batches
+    ]
+    return [
+        Case(
+            {"x": _normal(rng, *a), "y": _normal(rng, *b)},
+            square=len({a[-2], a[-1], b[-1]}) == 1,
+        )
+        for a, b in shapes
+    ]
+
+
 def _gelu_cases(rng):
     return [
         Case({"x": 2 * _normal(rng, 3, 4)}, {"approximate": "none"}),
@@ -285,8 +302,12 @@ EXERCISES: tuple[Exercise, ...] = (
     Exercise(
         5,
         "matmul",
-        "matrix product",
-        (Part("MatMul", "x @ y", lambda t, p: t[0] @ t[1], _matmul_cases),),
+        "matrix product, then a batched one",
+        (
+            Part("MatMul", "x @ y", lambda t, p: t[0] @ t[1], _matmul_cases),
+            Part("BatchedMatMul", "x @ y", lambda t, p: t[0] @ t[1], _batched_matmul_cases),
+        ),
+        reduce_by_hand=True,
     ),
     Exercise(
         6,

@@ -34,7 +34,8 @@ class Finding:
     """The verdict on one gradient in one case. `kinds` names the problem and the hints that
     fired (for tests and autograders): none, type, shape, dtype, nonfinite, values, transposed,
     reduce, expand, layout, zeros, sign, factor (named: the factor is a named size), linear,
-    offset, hint (an exercise's own hint)."""
+    offset, hint (an exercise's own hint). `mistakes` holds the known wrong derivations that
+    give exactly this gradient, as (key, hint): see mistakes.py."""
 
     ok: bool
     problem: str = ""
@@ -42,6 +43,7 @@ class Finding:
     hints: list[str] = field(default_factory=list)
     kinds: set[str] = field(default_factory=set)
     factor: float | None = None
+    mistakes: list[tuple[str, str]] = field(default_factory=list)
 
 
 PASS = Finding(True)

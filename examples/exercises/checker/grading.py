@@ -23,6 +23,7 @@ import numpy as np
 import tinytensor as tt
 from tinytensor.gradcheck import numerical_gradient
 
+from . import mistakes
 from .catalogue import Case, Exercise, Part
 from .diagnosis import Finding, diagnose, dtype_finding
 
@@ -33,10 +34,11 @@ SEED = 0
 class CaseError:
     """A case that stopped before the gradients could be compared."""
 
-    kind: str  # not_implemented, forward, backward, forward_changed, count, setup
+    kind: str  # not_implemented, forward, backward, inplace, forward_changed, count, setup
     message: str
     location: str = ""  # "11_layernorm.py, line 42:  gx = ..."
     hint: str = ""
+    cause: str = ""  # the known mistake the hint names, if any (a key, as in mistakes.py)
 
 
 @dataclass
@@ -58,6 +60,8 @@ class InputVerdict:
     total: int
     hints: list[str] = field(default_factory=list)  # hints that come from several cases
     kinds: set[str] = field(default_factory=set)
+    mistakes: list[tuple[str, str]] = field(default_factory=list)  # (key, hint), all cases
+    non_square: tuple[str, Finding | CaseError] | None = None  # what a non-square case shows
 
 
 @dataclass
@@ -175,19 +179,17 @@ def run_case(cls, part: Part, case: Case, rng, path: Path | None, check_values=T
     if out._ctx is None:
         outcome.error = CaseError("setup", f"{cls.__name__}.apply recorded no graph node")
         return outcome
+    g = _read_only(r)
     try:
-        grads = out._ctx.backward(r.copy())  # a copy: backward may legitimately write into g
+        grads = out._ctx.backward(g)
     except NotImplementedError as e:
         outcome.error = CaseError("not_implemented", str(e).strip(), _where(e, path))
         return outcome
     except Exception as e:
-        outcome.error = CaseError("backward", _describe_exception(e), _where(e, path))
-        if isinstance(e, ValueError) and any(w in str(e) for w in ("shape", "mismatch", "broadc")):
-            shapes = ", ".join(f"{k} {tuple(a.shape)}" for k, a in case.arrays.items())
-            outcome.error.hint = (
-                f"a shape mismatch: here g is {tuple(out.shape)} and the inputs are {shapes}; "
-                "write the shape of each intermediate next to its line and check every product"
-            )
+        outcome.error = _backward_error(e, case, out.shape, path)
+        return outcome
+    if not np.array_equal(g, r):  # read-only can be switched off; the values tell
+        outcome.error = CaseError("inplace", IN_PLACE)
         return outcome
     n = len(tensors)
     if not isinstance(grads, (tuple, list)):
@@ -223,9 +225,13 @@ def run_case(cls, part: Part, case: Case, rng, path: Path | None, check_values=T
                 constants=case.constants,
             )
         )
+    right = dict(zip(names, ref_grads))
+    for i, finding in enumerate(outcome.findings):
+        if not finding.ok and finding.kinds & {"values", "shape"}:
+            finding.mistakes = mistakes.recognise(part.function, names[i], grads[i], case, r, right)
     wrong = [i for i, f in enumerate(outcome.findings) if not f.ok and "values" in f.kinds]
     if wrong and part.extra_hint:
-        for i in wrong:
+        for i in (i for i in wrong if not outcome.findings[i].mistakes):
             hint = part.extra_hint(names[i], np.asarray(grads[i]), ref_grads[i], case)
             if hint:
                 outcome.findings[i].hints.insert(0, hint)
@@ -235,6 +241,44 @@ def run_case(cls, part: Part, case: Case, rng, path: Path | None, check_values=T
             outcome.findings[i].hints.insert(0, NOT_LINEAR)
             outcome.findings[i].kinds.add("linear")
     return outcome
+
+
+IN_PLACE = (
+    "backward changed g in place. g is not yours to edit: the engine can hand the same array "
+    "to other ops as well (when the output feeds two ops, or an Add passes one g to both its "
+    "inputs), so writing into it silently corrupts their gradients. Build a new array instead "
+    "(np.where(mask, g, 0), g*mask), or edit a g.copy()"
+)
+
+
+def _read_only(r):
+    """A read-only copy of the upstream gradient: writing into it raises, where it happens."""
+    g = r.copy()
+    g.flags.writeable = False
+    return g
+
+
+def _backward_error(e, case, out_shape, path) -> CaseError:
+    """The CaseError for an exception raised by backward, with a hint where one fits."""
+    where = _where(e, path)
+    if isinstance(e, ValueError) and "read-only" in str(e):
+        return CaseError("inplace", IN_PLACE, where)
+    error = CaseError("backward", _describe_exception(e), where)
+    line = where.partition(":  ")[2]
+    batched = any(a.ndim > 2 for a in case.arrays.values())
+    if batched and ".T" in line.replace(".Tensor", ""):
+        error.cause = "batched-dot-T"
+        error.hint = (
+            "`.T` reverses *every* axis of an array with more than 2 dims, batch dims included; "
+            "to transpose the matrices of a batch, swap the last two: a.swapaxes(-1, -2)"
+        )
+    elif isinstance(e, ValueError) and any(w in str(e) for w in ("shape", "mismatch", "broadc")):
+        shapes = ", ".join(f"{k} {tuple(a.shape)}" for k, a in case.arrays.items())
+        error.hint = (
+            f"a shape mismatch: here g is {tuple(out_shape)} and the inputs are {shapes}; "
+            "write the shape of each intermediate next to its line and check every product"
+        )
+    return error
 
 
 NOT_LINEAR = (
@@ -251,7 +295,7 @@ def _not_linear(cls, case, r, grads, indices):
     in the engine, which calls it once) is not blamed."""
     try:
         out = cls.apply(*_leaves(case), **case.params)
-        doubled = out._ctx.backward(2 * r)
+        doubled = out._ctx.backward(_read_only(2 * r))
         doubled = doubled if isinstance(doubled, (tuple, list)) else (doubled,)
         return [
             i
@@ -263,6 +307,42 @@ def _not_linear(cls, case, r, grads, indices):
 
 
 # ---- one part (one Function) --------------------------------------------------------------
+
+
+def _most_consistent(per_case):
+    """The mistakes that explain the most failing cases (two that coincide on one case are told
+    apart by the others), in the catalogue's order; [] when none was recognised."""
+    counts, says = {}, {}
+    for found in per_case:
+        for key, text in found:
+            counts[key] = counts.get(key, 0) + 1
+            says.setdefault(key, text)
+    if not counts:
+        return []
+    best = max(counts.values())
+    return [(key, says[key]) for key in counts if counts[key] == best]
+
+
+def _non_square_view(outcomes, i):
+    """When input i first fails on a square case, and only on its values, the first
+    non-square case that fails too: there a mix-up of two sizes shows as a shape error or a
+    crash, which says more. None otherwise."""
+    checked = [o for o in outcomes if o.values_checked]
+    failing = [o for o in checked if o.error or not o.findings[i].ok]
+    if not failing or failing[0].error or not failing[0].case.square:
+        return None
+    first = failing[0].findings[i]
+    if "shape" in first.kinds:
+        return None
+    for o in failing:
+        if not o.case.square:
+            if o.error:
+                return o.label, o.error
+            other = o.findings[i]
+            if "shape" in other.kinds or (other.mistakes and not first.mistakes):
+                return o.label, other
+            return None  # the same kind of failure: nothing more to see there
+    return None
 
 
 def _square_only_hint(outcomes, failed_labels):
@@ -370,6 +450,8 @@ def _summarize(part, outcomes) -> PartReport:
         if o.error:
             report.errors.append((o.label, o.error))
             report.kinds.add(o.error.kind)
+            if o.error.cause:
+                report.kinds |= {"mistake", f"mistake:{o.error.cause}"}
             failed_labels.add(o.label)
     for i, name in enumerate(names):
         failures = [
@@ -379,6 +461,10 @@ def _summarize(part, outcomes) -> PartReport:
         verdict = InputVerdict(name, not failures, failures, len(outcomes))
         for _, f in failures:
             verdict.kinds |= f.kinds
+        verdict.mistakes = _most_consistent([f.mistakes for _, f in failures])
+        verdict.kinds |= {"mistake"} if verdict.mistakes else set()
+        verdict.kinds |= {f"mistake:{key}" for key, _ in verdict.mistakes}
+        verdict.non_square = _non_square_view(outcomes, i)
         factor = _factor_hint(failures)
         if factor:
             verdict.hints.append(factor)

@@ -18,6 +18,7 @@ ERROR_TITLES = {
     "forward": "forward raised an error",
     "forward_changed": "the forward pass was changed",
     "backward": "backward raised an error",
+    "inplace": "backward wrote into g",
     "count": "backward returned the wrong number of gradients",
     "setup": "the op could not run",
     "checker": "what backward returned could not be checked",
@@ -69,13 +70,29 @@ def _shapes(n: int) -> str:
     return f"{n} shape{'s' if n != 1 else ''}"
 
 
-def _hint_lines(hints, indent, s: Style) -> list[str]:
+def _hint_lines(hints, indent, s: Style, label: str = "hint: ") -> list[str]:
     lines = []
     for hint in hints:
-        wrapped = _wrap(hint, indent, "hint: ")
-        wrapped[0] = wrapped[0].replace("hint: ", s("hint: ", "cyan"), 1)
+        wrapped = _wrap(hint, indent, label)
+        wrapped[0] = wrapped[0].replace(label, s(label, "cyan"), 1)
         lines += wrapped
     return lines
+
+
+def _non_square_lines(view, s: Style, shown_error=None) -> list[str]:
+    """What the first failing non-square case shows, under a square case that failed on values
+    (`shown_error`: the error already printed above, not to be repeated)."""
+    label, what = view
+    if hasattr(what, "problem"):  # a Finding
+        text = what.problem + (f": {what.detail}" if what.detail else "")
+        hints = [says for _, says in what.mistakes] or what.hints[:1]
+    elif what is shown_error:
+        text, hints = f"{ERROR_TITLES.get(what.kind, what.kind)} (shown above)", []
+    else:  # a CaseError: backward raised there
+        text = f"{ERROR_TITLES.get(what.kind, what.kind)}: {what.message}"
+        hints = [what.hint] if what.hint else []
+    lines = _wrap(f"the non-square {label} tells more: {text}", "        ")
+    return lines + _hint_lines(hints, "        ", s)
 
 
 def _part_lines(part: PartReport, s: Style, path_name: str) -> list[str]:
@@ -118,7 +135,13 @@ def _part_lines(part: PartReport, s: Style, path_name: str) -> list[str]:
         )
         problem = finding.problem + (f": {finding.detail}" if finding.detail else "")
         lines += _wrap(problem, "        ")
-        lines += _hint_lines(finding.hints + verdict.hints, "        ", s)
+        causes = [says for _, says in verdict.mistakes]
+        lines += _hint_lines(causes, "        ", s, "likely cause: ")
+        if verdict.non_square:
+            shown = part.errors[0][1] if part.errors else None
+            lines += _non_square_lines(verdict.non_square, s, shown)
+        hints = finding.hints + verdict.hints
+        lines += _hint_lines(hints[:1] if causes else hints, "        ", s)  # a cause says most
     lines += _hint_lines(part.hints, "    ", s)
     return lines
 
@@ -148,18 +171,20 @@ def format_report(report: ExerciseReport, s: Style, compact: bool = False) -> st
     return "\n".join(lines)
 
 
-def verdict_line(report: ExerciseReport, s: Style, command: str) -> str:
-    """The last line for a single exercise: what happened and what to do next."""
+def verdict_line(
+    report: ExerciseReport, s: Style, command: str, md_dir: str = "", py_dir: str = ""
+) -> str:
+    """The last line for a single exercise: what happened and what to do next. `md_dir` and
+    `py_dir` are the folders of the .md and the .py as seen from where the learner is."""
     ex = report.exercise
+    md = os.path.join(md_dir, f"{ex.stem}.md")
+    py = os.path.join(py_dir, f"{ex.stem}.py")
     if report.ok:
         return s(f"PASS  {ex.stem}: every gradient matches. On to the next exercise!", "green")
     if report.status == "todo":
-        return s(
-            f"TODO  read {ex.stem}.md, write backward in {ex.stem}.py, then run: {command}",
-            "yellow",
-        )
+        return s(f"TODO  read {md}, write backward in {py}, then run: {command}", "yellow")
     if report.load_error:
-        return s(f"FAIL  fix {ex.stem}.py so that it loads, then run: {command}", "red")
+        return s(f"FAIL  fix {py} so that it loads, then run: {command}", "red")
     wrong = sum(not v.ok for p in report.parts for v in p.inputs)
     total = sum(len(p.inputs) for p in report.parts)
     what = f"{wrong} of {total} gradients wrong" if wrong else "see above"

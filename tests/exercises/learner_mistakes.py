@@ -1,0 +1,583 @@
+"""Wrong backward passes of the kinds learners really write, one per function below, for the
+checker to be measured on (test_mistakes.py).
+
+Each is the body a learner would put in the exercise's `backward`, written the way they write
+it (not derived from the reference solution), with the cause the checker should name: a
+mistake key of checker/mistakes.py ("mistake:softmax-diagonal-only") or a kind of hint that
+names the cause by itself ("sign", "inplace", "linear", ...). `python -m
+tests.exercises.learner_mistakes` prints, per exercise, how many are caught and how many get
+a hint naming their cause.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+
+from examples.exercises.checker import catalogue, grading
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclass(frozen=True)
+class WrongSolution:
+    exercise: str
+    function: str  # the class whose backward is wrong
+    cause: str  # the kind in the checker's report that names the cause
+    backward: Callable
+
+    @property
+    def name(self) -> str:
+        return self.backward.__name__
+
+    def grade(self):
+        """The checker's report on the exercise with this backward (other parts: solutions)."""
+        ex = catalogue.find(self.exercise)
+        stubs = grading.load_module(ROOT / "examples" / "exercises" / f"{ex.stem}.py")
+        solutions = grading.load_module(ROOT / "examples" / "solutions" / f"{ex.stem}.py")
+        classes = {p.function: getattr(solutions, p.function) for p in ex.parts}
+        stub = getattr(stubs, self.function)
+        classes[self.function] = type(self.function, (stub,), {"backward": self.backward})
+        return grading.grade(ex, module=SimpleNamespace(**classes))
+
+
+WRONG: list[WrongSolution] = []
+
+
+def wrong(exercise, cause, function=None):
+    """Registers the decorated backward as a wrong solution of `exercise`."""
+
+    def register(backward):
+        fn = function or catalogue.find(exercise).parts[0].function
+        WRONG.append(WrongSolution(exercise, fn, cause, backward))
+        return backward
+
+    return register
+
+
+def _t(a):
+    return a.swapaxes(-1, -2)
+
+
+# ---- 1 ReLU -------------------------------------------------------------------------------
+
+
+@wrong("relu", "inplace")
+def relu_zeroes_g_in_place(self, g):
+    g[self.x <= 0] = 0
+    return g
+
+
+@wrong("relu", "inplace")
+def relu_multiplies_g_in_place(self, g):
+    g *= self.x > 0
+    return g
+
+
+@wrong("relu", "mistake:relu-inverted-mask")
+def relu_inverted_mask(self, g):
+    return g * (self.x < 0)
+
+
+@wrong("relu", "mistake:relu-times-output")
+def relu_times_output(self, g):
+    return g * np.maximum(self.x, 0)
+
+
+@wrong("relu", "linear")
+def relu_mask_without_g(self, g):
+    return (self.x > 0).astype(self.x.dtype)
+
+
+# ---- 2 sigmoid ------------------------------------------------------------------------------
+
+
+@wrong("sigmoid", "sign")
+def sigmoid_sign(self, g):
+    return g * self.z * (self.z - 1)
+
+
+@wrong("sigmoid", "mistake:sigmoid-missing-one-minus-z")
+def sigmoid_only_z(self, g):
+    return g * self.z
+
+
+@wrong("sigmoid", "mistake:sigmoid-tanh-derivative")
+def sigmoid_tanh_derivative(self, g):
+    return g * (1 - self.z**2)
+
+
+@wrong("sigmoid", "linear")
+def sigmoid_without_g(self, g):
+    return self.z * (1 - self.z)
+
+
+# ---- 3 broadcasting add ---------------------------------------------------------------------
+
+
+@wrong("broadcast_add", "reduce")
+def add_no_reduction(self, g):
+    return g, g
+
+
+@wrong("broadcast_add", "mistake:add-mean-not-sum")
+def add_averages(self, g):
+    def back(shape):
+        out = g.mean(axis=tuple(range(g.ndim - len(shape))))
+        axes = tuple(i for i, n in enumerate(shape) if n == 1 and out.shape[i] > 1)
+        return out.mean(axis=axes, keepdims=True)
+
+    return back(self.x_shape), back(self.y_shape)
+
+
+@wrong("broadcast_add", "mistake:add-no-keepdims")
+def add_forgets_keepdims(self, g):
+    def back(shape):
+        lead = g.ndim - len(shape)
+        out = g.sum(axis=tuple(range(lead)))
+        axes = tuple(i for i, n in enumerate(shape) if n == 1 and out.shape[i] > 1)
+        return out.sum(axis=axes)
+
+    return back(self.x_shape), back(self.y_shape)
+
+
+@wrong("broadcast_add", "mistake:add-only-leading")
+def add_sums_only_leading_dims(self, g):
+    def back(shape):
+        while g.ndim > len(shape):
+            return g.sum(axis=tuple(range(g.ndim - len(shape))))
+        return g
+
+    return back(self.x_shape), back(self.y_shape)
+
+
+# ---- 4 sum and mean -------------------------------------------------------------------------
+
+
+@wrong("sum_mean", "mistake:mean-missing-1/N", "MeanDim")
+def mean_without_one_over_n(self, g):
+    if not self.keepdim:
+        g = np.expand_dims(g, self.dim)
+    return np.broadcast_to(g, self.shape)
+
+
+@wrong("sum_mean", "mistake:mean-N-from-last-dim", "MeanDim")
+def mean_divides_by_last_dim(self, g):
+    if not self.keepdim:
+        g = np.expand_dims(g, self.dim)
+    return np.broadcast_to(g, self.shape) / self.shape[-1]
+
+
+@wrong("sum_mean", "expand", "SumDim")
+def sum_returns_g(self, g):
+    return g
+
+
+@wrong("sum_mean", "mistake:sum-expanded-at-wrong-dim", "SumDim")
+def sum_expands_last_dim(self, g):
+    if not self.keepdim:
+        g = np.expand_dims(g, -1)
+    return np.broadcast_to(g, self.shape)
+
+
+# ---- 5 matrix products ----------------------------------------------------------------------
+
+
+@wrong("matmul", "mistake:matmul-gx-missing-transpose")
+def matmul_gx_without_transpose(self, g):
+    return g @ self.y, self.x.T @ g
+
+
+@wrong("matmul", "mistake:swapped")
+def matmul_swapped_outputs(self, g):
+    gx = g @ self.y.T
+    gy = self.x.T @ g
+    return gy, gx
+
+
+@wrong("matmul", "transposed")
+def matmul_gy_transposed(self, g):
+    return g @ self.y.T, g.T @ self.x
+
+
+@wrong("matmul", "mistake:matmul-elementwise")
+def matmul_elementwise(self, g):
+    return g * self.y, g * self.x
+
+
+@wrong("matmul", "mistake:batched-dot-T", "BatchedMatMul")
+def bmm_with_dot_t(self, g):
+    return g @ self.y.T, self.x.T @ g
+
+
+@wrong("matmul", "mistake:bmm-batch-not-reduced", "BatchedMatMul")
+def bmm_batch_not_reduced(self, g):
+    return g @ self.y.swapaxes(-1, -2), self.x.swapaxes(-1, -2) @ g
+
+
+# ---- 6 GELU ---------------------------------------------------------------------------------
+
+
+@wrong("gelu", "mistake:gelu-missing-x-pdf")
+def gelu_exact_only_cdf(self, g):
+    x = self.x
+    if self.approximate == "tanh":
+        du = math.sqrt(2 / math.pi) * (1 + 3 * 0.044715 * x**2)
+        return g * (0.5 * (1 + self.t) + 0.5 * x * (1 - self.t**2) * du)
+    return g * self.cdf
+
+
+@wrong("gelu", "mistake:gelu-tanh-du-missing-3")
+def gelu_tanh_du_without_3(self, g):
+    x = self.x
+    if self.approximate == "tanh":
+        du = math.sqrt(2 / math.pi) * (1 + 0.044715 * x**2)
+        return g * (0.5 * (1 + self.t) + 0.5 * x * (1 - self.t**2) * du)
+    return g * (self.cdf + x * np.exp(-(x**2) / 2) / math.sqrt(2 * math.pi))
+
+
+@wrong("gelu", "mistake:gelu-pdf-unnormalised")
+def gelu_pdf_without_normalisation(self, g):
+    x = self.x
+    if self.approximate == "tanh":
+        du = math.sqrt(2 / math.pi) * (1 + 3 * 0.044715 * x**2)
+        return g * (0.5 * (1 + self.t) + 0.5 * x * (1 - self.t**2) * du)
+    return g * (self.cdf + x * np.exp(-(x**2) / 2))
+
+
+@wrong("gelu", "mistake:gelu-tanh-one-minus-t")
+def gelu_tanh_derivative_of_tanh_wrong(self, g):
+    x = self.x
+    if self.approximate == "tanh":
+        du = math.sqrt(2 / math.pi) * (1 + 3 * 0.044715 * x**2)
+        return g * (0.5 * (1 + self.t) + 0.5 * x * (1 - self.t) * du)
+    return g * (self.cdf + x * np.exp(-(x**2) / 2) / math.sqrt(2 * math.pi))
+
+
+# ---- 7 embedding ----------------------------------------------------------------------------
+
+
+@wrong("embedding", "mistake:embedding-written-once")
+def embedding_fancy_index_add(self, g):
+    gw = np.zeros(self.weight_shape, dtype=g.dtype)
+    gw[self.ids] += g
+    return gw
+
+
+@wrong("embedding", "mistake:embedding-written-once")
+def embedding_loop_assigns(self, g):
+    gw = np.zeros(self.weight_shape, dtype=g.dtype)
+    rows = g.reshape(-1, self.weight_shape[1])
+    for p, i in enumerate(self.ids.reshape(-1)):
+        gw[i] = rows[p]
+    return gw
+
+
+@wrong("embedding", "mistake:embedding-returned-g")
+def embedding_returns_g(self, g):
+    return g
+
+
+@wrong("embedding", "dtype")
+def embedding_float64_table(self, g):
+    gw = np.zeros(self.weight_shape)
+    np.add.at(gw, self.ids.reshape(-1), g.reshape(-1, self.weight_shape[1]))
+    return gw
+
+
+# ---- 8 softmax ------------------------------------------------------------------------------
+
+
+@wrong("softmax", "mistake:softmax-diagonal-only")
+def softmax_diagonal_only(self, g):
+    return g * self.p * (1 - self.p)
+
+
+@wrong("softmax", "mistake:softmax-sum-of-g")
+def softmax_sum_of_g(self, g):
+    p = self.p
+    return p * g - p * g.sum(axis=self.dim, keepdims=True)
+
+
+@wrong("softmax", "mistake:softmax-last-axis")
+def softmax_sums_last_axis(self, g):
+    p = self.p
+    return p * (g - (g * p).sum(axis=-1, keepdims=True))
+
+
+@wrong("softmax", "mistake:softmax-missing-outer-p")
+def softmax_missing_outer_p(self, g):
+    return g - (g * self.p).sum(axis=self.dim, keepdims=True)
+
+
+@wrong("softmax", "mistake:softmax-no-keepdims")
+def softmax_sum_without_keepdims(self, g):
+    p = self.p
+    return p * (g - (g * p).sum(axis=self.dim))
+
+
+# ---- 9 softmax + cross-entropy ----------------------------------------------------------------
+
+
+@wrong("softmax_cross_entropy", "mistake:ce-every-row-target")
+def ce_every_row_every_target(self, g):
+    grad = self.p.copy()
+    grad[:, self.target] -= 1
+    return grad * g
+
+
+@wrong("softmax_cross_entropy", "mistake:ce-missing-1/N")
+def ce_without_one_over_n(self, g):
+    grad = self.p.copy()
+    grad[np.arange(len(grad)), self.target] -= 1
+    return grad * g
+
+
+@wrong("softmax_cross_entropy", "sign")
+def ce_true_minus_predicted(self, g):
+    n = self.p.shape[0]
+    onehot = np.zeros_like(self.p)
+    onehot[np.arange(n), self.target] = 1
+    return (onehot - self.p) / n * g
+
+
+@wrong("softmax_cross_entropy", "mistake:ce-divides-by-C")
+def ce_divides_by_classes(self, g):
+    n, c = self.p.shape
+    grad = self.p.copy()
+    grad[np.arange(n), self.target] -= 1
+    return grad / c * g
+
+
+# ---- 10 RMSNorm -----------------------------------------------------------------------------
+
+
+def _rows(g):
+    return tuple(range(g.ndim - 1))
+
+
+@wrong("rmsnorm", "mistake:rmsnorm-statistics-constant")
+def rmsnorm_r_held_constant(self, g):
+    return g * self.weight * self.r, (g * self.xhat).sum(axis=_rows(g))
+
+
+@wrong("rmsnorm", "mistake:rmsnorm-sum-not-mean")
+def rmsnorm_sum_in_correction(self, g):
+    gh = g * self.weight
+    gx = self.r * (gh - self.xhat * (gh * self.xhat).sum(axis=-1, keepdims=True))
+    return gx, (g * self.xhat).sum(axis=_rows(g))
+
+
+@wrong("rmsnorm", "reduce")
+def rmsnorm_weight_grad_not_summed(self, g):
+    gh = g * self.weight
+    gx = self.r * (gh - self.xhat * (gh * self.xhat).mean(axis=-1, keepdims=True))
+    return gx, g * self.xhat
+
+
+@wrong("rmsnorm", "mistake:rmsnorm-forgot-weight")
+def rmsnorm_forgets_weight(self, g):
+    gx = self.r * (g - self.xhat * (g * self.xhat).mean(axis=-1, keepdims=True))
+    return gx, (g * self.xhat).sum(axis=_rows(g))
+
+
+# ---- 11 LayerNorm ---------------------------------------------------------------------------
+
+
+def _ln_params(self, g):
+    return (g * self.xhat).sum(axis=_rows(g)), g.sum(axis=_rows(g))
+
+
+@wrong("layernorm", "mistake:layernorm-statistics-constant")
+def layernorm_statistics_constant(self, g):
+    return (g * self.weight * self.r, *_ln_params(self, g))
+
+
+@wrong("layernorm", "mistake:layernorm-variance-constant")
+def layernorm_only_mean_path(self, g):
+    gh = g * self.weight
+    return (self.r * (gh - gh.mean(axis=-1, keepdims=True)), *_ln_params(self, g))
+
+
+@wrong("layernorm", "mistake:layernorm-mean-constant")
+def layernorm_rmsnorm_formula(self, g):
+    gh = g * self.weight
+    gx = self.r * (gh - self.xhat * (gh * self.xhat).mean(axis=-1, keepdims=True))
+    return (gx, *_ln_params(self, g))
+
+
+@wrong("layernorm", "mistake:swapped")
+def layernorm_bias_and_weight_swapped(self, g):
+    gh = g * self.weight
+    xhat = self.xhat
+    gx = self.r * (
+        gh - gh.mean(axis=-1, keepdims=True) - xhat * (gh * xhat).mean(axis=-1, keepdims=True)
+    )
+    gw, gb = _ln_params(self, g)
+    return gx, gb, gw
+
+
+@wrong("layernorm", "mistake:layernorm-unbiased-variance")
+def layernorm_n_minus_one(self, g):
+    d = g.shape[-1]
+    gh = g * self.weight
+    xhat = self.xhat
+    gx = self.r * (
+        gh
+        - gh.mean(axis=-1, keepdims=True)
+        - xhat * (gh * xhat).sum(axis=-1, keepdims=True) / (d - 1)
+    )
+    return (gx, *_ln_params(self, g))
+
+
+# ---- 12 BatchNorm ---------------------------------------------------------------------------
+
+
+def _bn_params(self, g):
+    return (g * self.xhat).sum(axis=0), g.sum(axis=0)
+
+
+@wrong("batchnorm", "mistake:batchnorm-sum-not-mean")
+def batchnorm_sums_instead_of_means(self, g):
+    gh = g * self.weight
+    xhat = self.xhat
+    gx = self.r * (
+        gh - gh.sum(axis=0, keepdims=True) - xhat * (gh * xhat).sum(axis=0, keepdims=True)
+    )
+    return (gx, *_bn_params(self, g))
+
+
+@wrong("batchnorm", "mistake:batchnorm-layernorm-axes")
+def batchnorm_copied_layernorm(self, g):
+    gh = g * self.weight
+    xhat = self.xhat
+    gx = self.r * (
+        gh - gh.mean(axis=-1, keepdims=True) - xhat * (gh * xhat).mean(axis=-1, keepdims=True)
+    )
+    return (gx, *_bn_params(self, g))
+
+
+@wrong("batchnorm", "mistake:batchnorm-unbiased-variance")
+def batchnorm_n_minus_one(self, g):
+    n = g.shape[0]
+    gh = g * self.weight
+    xhat = self.xhat
+    gx = self.r * (
+        gh
+        - gh.mean(axis=0, keepdims=True)
+        - xhat * (gh * xhat).sum(axis=0, keepdims=True) / (n - 1)
+    )
+    return (gx, *_bn_params(self, g))
+
+
+@wrong("batchnorm", "mistake:batchnorm-statistics-constant")
+def batchnorm_eval_mode_gradient(self, g):
+    return (g * self.weight * self.r, *_bn_params(self, g))
+
+
+@wrong("batchnorm", "mistake:batchnorm-params-wrong-axis")
+def batchnorm_params_over_channels(self, g):
+    gh = g * self.weight
+    xhat = self.xhat
+    gx = self.r * (
+        gh - gh.mean(axis=0, keepdims=True) - xhat * (gh * xhat).mean(axis=0, keepdims=True)
+    )
+    return gx, (g * xhat).sum(axis=1), g.sum(axis=1)
+
+
+# ---- 13 attention ---------------------------------------------------------------------------
+
+
+def _attention_parts(self, g):
+    p = self.p
+    dv = _t(p) @ g
+    dp = g @ _t(self.v)
+    return p, dp, dv
+
+
+@wrong("attention", "mistake:attention-dk-missing-transpose")
+def attention_dk_is_ds_q(self, g):
+    p, dp, dv = _attention_parts(self, g)
+    ds = p * (dp - (dp * p).sum(axis=-1, keepdims=True))
+    return (ds @ self.k) * self.scale, (ds @ self.q) * self.scale, dv
+
+
+@wrong("attention", "mistake:attention-missing-scale")
+def attention_without_scale(self, g):
+    p, dp, dv = _attention_parts(self, g)
+    ds = p * (dp - (dp * p).sum(axis=-1, keepdims=True))
+    return ds @ self.k, _t(ds) @ self.q, dv
+
+
+@wrong("attention", "mistake:attention-softmax-diagonal-only")
+def attention_softmax_diagonal(self, g):
+    p, dp, dv = _attention_parts(self, g)
+    ds = dp * p * (1 - p)
+    return (ds @ self.k) * self.scale, (_t(ds) @ self.q) * self.scale, dv
+
+
+@wrong("attention", "mistake:attention-softmax-sum-of-g")
+def attention_softmax_sum_of_dp(self, g):
+    p, dp, dv = _attention_parts(self, g)
+    ds = p * (dp - dp.sum(axis=-1, keepdims=True))
+    return (ds @ self.k) * self.scale, (_t(ds) @ self.q) * self.scale, dv
+
+
+@wrong("attention", "mistake:swapped")
+def attention_dq_dk_swapped(self, g):
+    p, dp, dv = _attention_parts(self, g)
+    ds = p * (dp - (dp * p).sum(axis=-1, keepdims=True))
+    dq = (ds @ self.k) * self.scale
+    dk = (_t(ds) @ self.q) * self.scale
+    return dk, dq, dv
+
+
+@wrong("attention", "mistake:attention-softmax-wrong-axis")
+def attention_softmax_sum_over_queries(self, g):
+    p, dp, dv = _attention_parts(self, g)
+    ds = p * (dp - (dp * p).sum(axis=-2, keepdims=True))
+    return (ds @ self.k) * self.scale, (_t(ds) @ self.q) * self.scale, dv
+
+
+@wrong("attention", "mistake:attention-dv-missing-transpose")
+def attention_dv_without_transpose(self, g):
+    p, dp, _ = _attention_parts(self, g)
+    ds = p * (dp - (dp * p).sum(axis=-1, keepdims=True))
+    return (ds @ self.k) * self.scale, (_t(ds) @ self.q) * self.scale, p @ g
+
+
+@wrong("attention", "mistake:batched-dot-T")
+def attention_with_dot_t(self, g):
+    p = self.p
+    dv = p.T @ g
+    dp = g @ self.v.T
+    ds = p * (dp - (dp * p).sum(axis=-1, keepdims=True))
+    return (ds @ self.k) * self.scale, (ds.T @ self.q) * self.scale, dv
+
+
+def measure(wrongs=None):
+    """{exercise: (written, caught, cause named, passed)} over `wrongs` (default: all)."""
+    table = {}
+    for w in wrongs or WRONG:
+        report = w.grade()
+        kinds = set().union(*(p.kinds for p in report.parts))
+        row = table.setdefault(w.exercise, [0, 0, 0, 0])
+        row[0] += 1
+        row[1] += not report.ok
+        row[2] += (not report.ok) and w.cause in kinds
+        row[3] += report.ok
+    return table
+
+
+if __name__ == "__main__":
+    table = measure()
+    print(f"{'exercise':24} written caught named passed")
+    for name, (n, caught, named, passed) in table.items():
+        print(f"{name:24} {n:7d} {caught:6d} {named:5d} {passed:6d}")
+    n, caught, named, passed = (sum(col) for col in zip(*table.values()))
+    print(f"{'all':24} {n:7d} {caught:6d} {named:5d} {passed:6d}  ({named / n:.0%} named)")
