@@ -1,0 +1,62 @@
+"""`python -m tinytensor.distributed.worker script.py args...`: one rank of a job started by
+`tinytensor.distributed.run`. Runs the script as `__main__`; a failure ends the whole job.
+
+A rank that raises, or exits with a non-zero status, prints its rank and error and calls
+MPI_Abort, so mpiexec stops every rank and exits non-zero. (A script run directly under
+mpiexec gets the same for exceptions once it has called init_process_group; sys.exit(1) on
+one rank is covered only here, since Python gives no hook for it.)
+"""
+
+from __future__ import annotations
+
+import os
+import runpy
+import sys
+import traceback
+
+
+def _abort_job(code: int) -> None:
+    from . import process_group
+
+    if process_group._backend is not None:
+        process_group._backend.abort(code)
+    mpi = sys.modules.get("mpi4py.MPI")
+    if mpi is not None and mpi.Is_initialized() and not mpi.Is_finalized():
+        mpi.COMM_WORLD.Abort(code)
+    os._exit(code)
+
+
+def _rank() -> str:
+    return os.environ.get("PMI_RANK", os.environ.get("OMPI_COMM_WORLD_RANK", "?"))
+
+
+def main() -> None:
+    if len(sys.argv) < 2:
+        raise SystemExit("usage: python -m tinytensor.distributed.worker [-m] script [args...]")
+    as_module = sys.argv[1] == "-m"
+    target = sys.argv[2] if as_module else sys.argv[1]
+    sys.argv = sys.argv[2:] if as_module else sys.argv[1:]
+    try:
+        if as_module:
+            runpy.run_module(target, run_name="__main__", alter_sys=True)
+        else:
+            sys.path.insert(0, os.path.dirname(os.path.abspath(target)))
+            runpy.run_path(target, run_name="__main__")
+    except SystemExit as e:
+        code = e.code
+        if code in (None, 0):
+            raise
+        status = code if isinstance(code, int) else 1
+        if not isinstance(code, int):
+            sys.stderr.write(f"{code}\n")
+        sys.stderr.write(f"[rank {_rank()}] exited with status {status}: aborting the job\n")
+        sys.stderr.flush()
+        _abort_job(status)
+    except BaseException:
+        sys.stderr.write(f"[rank {_rank()}] failed: aborting the job\n{traceback.format_exc()}")
+        sys.stderr.flush()
+        _abort_job(1)
+
+
+if __name__ == "__main__":
+    main()
