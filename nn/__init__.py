@@ -23,7 +23,7 @@ PyTorch's layers, with its signatures and state_dict layout:
 """
 
 # ruff: noqa: F401 - this file re-exports the public API
-from . import functional, init, utils
+from . import functional, init, parallel, utils
 from .activation import (
     GELU,
     LeakyReLU,

@@ -188,6 +188,7 @@ __version__ = "0.1.0"
 keep_freed_memory()  # freed op results are reused, not page-faulted in again: allocator.py
 
 _LAZY = {"nn", "optim", "models", "viz", "serialization", "linalg", "autograd", "utils"}
+_LAZY.add("distributed")  # tt.distributed: its MPI/NCCL libraries load only at init
 
 
 def __getattr__(name):
