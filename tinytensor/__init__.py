@@ -198,6 +198,8 @@ def __getattr__(name):
         return importlib.import_module(f"tinytensor.{name}")
     if name in ("draw_graph",):
         return importlib.import_module("tinytensor.viz").draw_graph
+    if name == "explore":  # the package tinytensor.explore is itself callable: tt.explore(loss)
+        return importlib.import_module("tinytensor.explore")
     if name in ("save", "load"):
         return getattr(importlib.import_module("tinytensor.serialization"), name)
     raise AttributeError(f"module 'tinytensor' has no attribute {name!r}")
