@@ -1,4 +1,4 @@
-"""`Module`: the base class of every layer and model, and the containers built on it.
+"""`Module`: the base class of every layer and model (the containers are in container.py).
 
 A Module finds its parts by walking its own attributes (`vars(self)`), in assignment order:
 
@@ -10,6 +10,9 @@ A Module finds its parts by walking its own attributes (`vars(self)`), in assign
   not saved in `state_dict()`.
 
 There is no `__getattr__`: a misspelt attribute raises AttributeError as on any Python object.
+Names and order are PyTorch's: per module its own parameters (in assignment order), then its
+persistent buffers, then each submodule's, pre-order, so `state_dict()` keys match torch's for the
+same structure.
 
     class MLP(nn.Module):
         def __init__(self):
@@ -102,7 +105,23 @@ class Module:
         setattr(self, name, param)
 
     def add_module(self, name: str, module: Module | None) -> None:
+        """Registers `module` as the submodule `name` (same as `setattr(self, name, module)`,
+        which is how PyTorch code that builds layers in a loop names them)."""
+        if module is not None and not isinstance(module, Module):
+            raise TypeError(
+                f"add_module: {name!r} must be a Module or None, got {type(module).__name__}"
+            )
+        if not isinstance(name, str) or not name or "." in name:
+            raise KeyError(
+                f"add_module: module name must be a non-empty string without '.', got {name!r}"
+            )
+        if name in vars(self) and not isinstance(vars(self)[name], (Module, type(None))):
+            raise KeyError(f"add_module: attribute {name!r} already exists")
         setattr(self, name, module)
+
+    def register_module(self, name: str, module: Module | None) -> None:
+        """Alias of `add_module`, as PyTorch."""
+        self.add_module(name, module)
 
     # ---- walking the tree -----------------------------------------------------------------
 
@@ -143,30 +162,76 @@ class Module:
         for _, module in self.named_children():
             yield module
 
-    def named_modules(self, prefix: str = "", memo: set | None = None):
-        """(dotted name, Module) for this module ('') and every submodule, pre-order, each once."""
+    def named_modules(self, memo: set | None = None, prefix: str = "", remove_duplicate=True):
+        """(dotted name, Module) for this module ('') and every submodule, pre-order; a module
+        reachable under several names is listed once unless remove_duplicate=False."""
         memo = set() if memo is None else memo
-        if id(self) in memo:
-            return
-        memo.add(id(self))
+        if remove_duplicate:
+            if id(self) in memo:
+                return
+            memo.add(id(self))
         yield prefix, self
-        for name, child in self.named_children():
-            yield from child.named_modules(f"{prefix}.{name}" if prefix else name, memo)
+        children = self.named_children() if remove_duplicate else self._all_children()
+        for name, child in children:
+            child_prefix = f"{prefix}.{name}" if prefix else name
+            yield from child.named_modules(memo, child_prefix, remove_duplicate)
+
+    def get_submodule(self, target: str) -> Module:
+        """The submodule at dotted path `target` ('' is self), e.g. "transformer.h.0.attn"."""
+        if target == "":
+            return self
+        module, parts = self, target.split(".")
+        while parts:
+            children = dict(module._all_children())
+            # A list or dict attribute names its items "blocks.0": try the longest match first.
+            for n in range(len(parts), 0, -1):
+                name = ".".join(parts[:n])
+                if name in children:
+                    module, parts = children[name], parts[n:]
+                    break
+            else:
+                what = "is not an nn.Module" if hasattr(module, parts[0]) else "does not exist"
+                raise AttributeError(
+                    f"get_submodule({target!r}): {type(module).__name__} has no submodule "
+                    f"{parts[0]!r} (the attribute {what})"
+                )
+        return module
+
+    def get_parameter(self, target: str) -> Parameter:
+        """The Parameter at dotted path `target`, e.g. "transformer.wte.weight"."""
+        module_path, _, name = target.rpartition(".")
+        params = dict(self.get_submodule(module_path)._own_parameters())
+        if name not in params:
+            raise AttributeError(f"get_parameter({target!r}): no parameter named {name!r}")
+        return params[name]
+
+    def get_buffer(self, target: str) -> Tensor:
+        """The buffer at dotted path `target`."""
+        module_path, _, name = target.rpartition(".")
+        module = self.get_submodule(module_path)
+        if name not in module._buffer_names:
+            raise AttributeError(f"get_buffer({target!r}): no buffer named {name!r}")
+        return getattr(module, name)
 
     def modules(self):
         for _, module in self.named_modules():
             yield module
 
-    def named_parameters(self, prefix: str = "", recurse: bool = True):
+    def named_parameters(self, prefix: str = "", recurse: bool = True, remove_duplicate=True):
         """(dotted name, Parameter) pairs; a parameter shared by several modules is listed once,
-        under the first name found."""
+        under the first name found (unless remove_duplicate=False)."""
         seen = set()
-        modules = self.named_modules(prefix) if recurse else [(prefix, self)]
+        modules = (
+            self.named_modules(prefix=prefix, remove_duplicate=remove_duplicate)
+            if recurse
+            else [(prefix, self)]
+        )
         for module_name, module in modules:
             for name, p in module._own_parameters():
-                if id(p) not in seen:
-                    seen.add(id(p))
-                    yield (f"{module_name}.{name}" if module_name else name), p
+                if remove_duplicate and id(p) in seen:
+                    continue
+                seen.add(id(p))
+                yield (f"{module_name}.{name}" if module_name else name), p
 
     def parameters(self, recurse: bool = True):
         for _, p in self.named_parameters(recurse=recurse):
@@ -178,14 +243,19 @@ class Module:
             if value is not None:
                 yield name, value
 
-    def named_buffers(self, prefix: str = "", recurse: bool = True):
+    def named_buffers(self, prefix: str = "", recurse: bool = True, remove_duplicate=True):
         seen = set()
-        modules = self.named_modules(prefix) if recurse else [(prefix, self)]
+        modules = (
+            self.named_modules(prefix=prefix, remove_duplicate=remove_duplicate)
+            if recurse
+            else [(prefix, self)]
+        )
         for module_name, module in modules:
             for name, b in module._own_buffers():
-                if id(b) not in seen:
-                    seen.add(id(b))
-                    yield (f"{module_name}.{name}" if module_name else name), b
+                if remove_duplicate and id(b) in seen:
+                    continue
+                seen.add(id(b))
+                yield (f"{module_name}.{name}" if module_name else name), b
 
     def buffers(self, recurse: bool = True):
         for _, b in self.named_buffers(recurse=recurse):
@@ -216,10 +286,15 @@ class Module:
             yield from child._state_items_under(f"{prefix}{name}.", visiting)
         visiting.discard(id(self))
 
-    def state_dict(self) -> OrderedDict:
+    def state_dict(self, *, destination=None, prefix: str = "", keep_vars: bool = False):
         """Parameters and persistent buffers by dotted name, as Tensors sharing the module's
-        arrays (detached: no gradient, no graph). Save with `tt.save(model.state_dict(), path)`."""
-        return OrderedDict((name, t.detach()) for name, t in self._state_items())
+        arrays (detached: no gradient, no graph; `keep_vars=True` gives the Parameters
+        themselves). Keys get `prefix` in front; `destination` is a dict to fill. Save with
+        `tt.save(model.state_dict(), path)`."""
+        destination = OrderedDict() if destination is None else destination
+        for name, t in self._state_items():
+            destination[prefix + name] = t if keep_vars else t.detach()
+        return destination
 
     def load_state_dict(self, state_dict, strict: bool = True) -> IncompatibleKeys:
         """Copies `state_dict` (name -> Tensor or array) into the parameters and buffers in place.
@@ -360,109 +435,3 @@ class Module:
             )
         total = self.num_parameters()
         return "\n".join(lines) + f"\n)  # {total:,} params"
-
-
-class ModuleList(Module):
-    """A list of modules whose parameters are registered, named by index (`layers.0.weight`)."""
-
-    def __init__(self, modules=()):
-        super().__init__()
-        self._list = []
-        self.extend(modules)
-
-    def _all_children(self):
-        return ((str(i), m) for i, m in enumerate(self._list))
-
-    def _own_parameters(self):
-        return iter(())
-
-    def append(self, module: Module) -> ModuleList:
-        if not isinstance(module, Module):
-            raise TypeError(
-                f"{type(self).__name__}: expected a Module, got {type(module).__name__}"
-            )
-        self._list.append(module)
-        return self
-
-    def extend(self, modules) -> ModuleList:
-        for m in modules:
-            self.append(m)
-        return self
-
-    def __getitem__(self, index):
-        if isinstance(index, slice):
-            return type(self)(self._list[index])
-        return self._list[index]
-
-    def __len__(self):
-        return len(self._list)
-
-    def __iter__(self):
-        return iter(self._list)
-
-    def forward(self, *args, **kwargs):
-        raise NotImplementedError("ModuleList has no forward(); iterate over it instead")
-
-
-class Sequential(ModuleList):
-    """Modules applied one after another: `Sequential(Linear(4, 8), ReLU(), Linear(8, 2))`."""
-
-    def __init__(self, *modules):
-        super().__init__(modules)
-
-    def __getitem__(self, index):
-        if isinstance(index, slice):
-            return Sequential(*self._list[index])
-        return self._list[index]
-
-    def forward(self, x):
-        for module in self._list:
-            x = module(x)
-        return x
-
-
-class ModuleDict(Module):
-    """A dict of modules whose parameters are registered under their keys (`heads.cls.weight`)."""
-
-    def __init__(self, modules=None):
-        super().__init__()
-        self._dict = {}
-        for key, m in dict(modules or {}).items():
-            self[key] = m
-
-    def _all_children(self):
-        return iter(self._dict.items())
-
-    def _own_parameters(self):
-        return iter(())
-
-    def __setitem__(self, key: str, module: Module):
-        if not isinstance(module, Module):
-            raise TypeError(f"ModuleDict: expected a Module, got {type(module).__name__}")
-        if not isinstance(key, str) or "." in key:
-            raise KeyError(f"ModuleDict: keys must be strings without '.', got {key!r}")
-        self._dict[key] = module
-
-    def __getitem__(self, key: str) -> Module:
-        return self._dict[key]
-
-    def __contains__(self, key) -> bool:
-        return key in self._dict
-
-    def __len__(self):
-        return len(self._dict)
-
-    def __iter__(self):
-        return iter(self._dict)
-
-    def keys(self):
-        return self._dict.keys()
-
-    def values(self):
-        return self._dict.values()
-
-    def items(self):
-        return self._dict.items()
-
-    def forward(self, *args, **kwargs):
-        raise NotImplementedError("ModuleDict has no forward(); index it instead")

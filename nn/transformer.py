@@ -23,9 +23,10 @@ from tinytensor.creation import arange, zeros
 from tinytensor.ops import gelu, relu
 
 from . import init
+from .container import ModuleList
 from .dropout import Dropout
 from .linear import Linear
-from .module import Module, ModuleList
+from .module import Module
 from .multihead_attention import MultiheadAttention
 from .normalization import LayerNorm
 
