@@ -25,6 +25,15 @@ import re
 
 import numpy as np
 
+from tinytensor.serialization import CheckpointError, read_safetensors
+from tinytensor.serialization.files import parse_json, read_file
+
+from .hf_validation import (
+    check_config_fields,
+    check_sizes_against_weights,
+    resolve_inside,
+)
+
 CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
 WEIGHTS_INDEX_NAME = "model.safetensors.index.json"
@@ -34,24 +43,33 @@ _INDEX = re.compile(r"(?<=\.)\d+(?=\.)")  # a layer index between dots: "blocks.
 
 # ---- files --------------------------------------------------------------------------------------
 
+_MAX_JSON_BYTES = 16 * 2**20  # config.json and the shard index; real ones are a few KB
+_MAX_JSON_DEPTH = 32  # config.json nests 3 deep (task_specific_params), the index 2
 
-class CheckpointError(OSError):
-    """A checkpoint folder is missing, incomplete or unreadable (the message names the path)."""
+
+def _existing_file(path, name: str) -> str | None:
+    """`path/name` if something is there (a FIFO or a dangling link too: reading it explains
+    what is wrong), checked to stay inside the folder; else None."""
+    file = os.path.join(path, name)
+    if not os.path.lexists(file):
+        return None
+    return resolve_inside(path, name, "from_pretrained")
+
+
+def _read_json(file: str):
+    _, raw = read_file(file, "from_pretrained", max_bytes=_MAX_JSON_BYTES)
+    return parse_json(raw, f"from_pretrained: {file!r}", _MAX_JSON_DEPTH)
 
 
 def read_config(path) -> dict:
-    """The parsed `config.json` of a checkpoint folder."""
+    """The parsed `config.json` of a checkpoint folder (read strictly: see files.parse_json)."""
     path = os.fspath(path)
     if not os.path.isdir(path):
         raise CheckpointError(f"from_pretrained: no checkpoint folder at {path!r}")
-    file = os.path.join(path, CONFIG_NAME)
-    if not os.path.isfile(file):
+    file = _existing_file(path, CONFIG_NAME)
+    if file is None:
         raise CheckpointError(f"from_pretrained: {path!r} has no {CONFIG_NAME}")
-    try:
-        with open(file, encoding="utf-8") as f:
-            config = json.load(f)
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise CheckpointError(f"from_pretrained: {file!r} is not valid JSON ({e})") from None
+    config = _read_json(file)
     if not isinstance(config, dict):
         raise CheckpointError(f"from_pretrained: {file!r} does not hold a JSON object")
     return config
@@ -59,33 +77,49 @@ def read_config(path) -> dict:
 
 def _load_safetensors_file(file) -> dict:
     """{name: numpy array}; bfloat16 tensors come back as float32."""
-    try:
-        from tinytensor.serialization import load_safetensors
-    except (ImportError, AttributeError):
-        load_safetensors = None
-    try:
-        if load_safetensors is not None:
-            return dict(load_safetensors(file))
-        from safetensors.numpy import load_file
+    return read_safetensors(file, "from_pretrained")[1]
 
-        return load_file(file)
-    except Exception as e:  # safetensors raises its own error types (SafetensorError, ...)
-        raise CheckpointError(f"from_pretrained: cannot read {file!r}: {e}") from None
+
+def _shard_map(path: str, index: str) -> dict:
+    """{shard file: [tensor names]} of a shard index, every shard resolved inside `path`."""
+    content = _read_json(index)
+    weight_map = content.get("weight_map") if isinstance(content, dict) else None
+    if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
+        raise CheckpointError(
+            f'from_pretrained: {index!r} has no "weight_map" object mapping tensor names to '
+            "shard file names"
+        )
+    shards = {}
+    for tensor, shard in weight_map.items():
+        file = resolve_inside(path, shard, f"from_pretrained: {index!r}")
+        shards.setdefault(file, []).append(tensor)
+    return shards
 
 
 def load_weights(path) -> dict:
     """All tensors of a checkpoint folder (single file or shards) as {HF name: numpy array}."""
     path = os.fspath(path)
-    single = os.path.join(path, WEIGHTS_NAME)
-    index = os.path.join(path, WEIGHTS_INDEX_NAME)
-    if os.path.isfile(single):
+    single = _existing_file(path, WEIGHTS_NAME)
+    if single is not None:
         return _load_safetensors_file(single)
-    if os.path.isfile(index):
-        with open(index, encoding="utf-8") as f:
-            shards = sorted(set(json.load(f)["weight_map"].values()))
-        weights = {}
-        for shard in shards:
-            weights.update(_load_safetensors_file(os.path.join(path, shard)))
+    index = _existing_file(path, WEIGHTS_INDEX_NAME)
+    if index is not None:
+        weights, source = {}, {}
+        for shard, listed in sorted(_shard_map(path, index).items()):
+            arrays = _load_safetensors_file(shard)
+            for tensor in listed:
+                if tensor not in arrays:
+                    raise CheckpointError(
+                        f"from_pretrained: {index!r} puts {tensor!r} in {shard!r}, which "
+                        "does not hold it"
+                    )
+            for tensor, array in arrays.items():
+                if tensor in weights:
+                    raise CheckpointError(
+                        f"from_pretrained: {path!r}: tensor {tensor!r} is in both "
+                        f"{source[tensor]!r} and {shard!r}"
+                    )
+                weights[tensor], source[tensor] = array, shard
         return weights
     present = sorted(os.listdir(path)) if os.path.isdir(path) else []
     hint = (
@@ -95,7 +129,7 @@ def load_weights(path) -> dict:
     )
     raise CheckpointError(
         f"from_pretrained: {path!r} has no {WEIGHTS_NAME} or {WEIGHTS_INDEX_NAME}{hint}; "
-        f"found {present}"
+        f"found {present[:20]}"
     )
 
 
@@ -136,6 +170,10 @@ def _named_tensors(model):
             yield name, buffer
 
 
+def _unprefixed(name: str, prefix: str) -> str:
+    return name[len(prefix) :] if prefix and name.startswith(prefix) else name
+
+
 def state_from_hf(model, weights: dict, path="<weights>") -> dict:
     """Picks and reshapes the HF tensors for every parameter of `model`: {our name: array}.
 
@@ -145,11 +183,7 @@ def state_from_hf(model, weights: dict, path="<weights>") -> dict:
     (`model.HF_IGNORED` patterns) are dropped; anything else unexpected is an error, so that a
     wrong mapping can never load silently.
     """
-    prefix = model.HF_PREFIX
-    by_name = {}
-    for name, array in weights.items():
-        short = name[len(prefix) :] if prefix and name.startswith(prefix) else name
-        by_name[short] = array
+    by_name = {_unprefixed(name, model.HF_PREFIX): array for name, array in weights.items()}
     state, used, missing = {}, set(), []
     for ours, param in _named_tensors(model):
         theirs, part, parts = hf_name(ours, model.HF_NAMES)
@@ -159,7 +193,17 @@ def state_from_hf(model, weights: dict, path="<weights>") -> dict:
             missing.append(theirs)
             continue
         array = by_name[theirs]
+        if array.dtype.kind != "f":
+            raise CheckpointError(
+                f"from_pretrained: {path}: {theirs} has dtype {array.dtype}, but "
+                f"{type(model).__name__}.{ours} is a floating-point parameter"
+            )
         if parts > 1:
+            if array.ndim == 0 or array.shape[-1] % parts:
+                raise CheckpointError(
+                    f"from_pretrained: {path}: {theirs} has shape {tuple(array.shape)}, whose "
+                    f"last dim does not split into {parts} equal parts"
+                )
             array = np.split(array, parts, axis=-1)[part]
         if _INDEX.sub("{}", ours) in model.HF_TRANSPOSED:
             array = array.T
@@ -214,7 +258,11 @@ def state_to_hf(model) -> dict:
 
 def load_into(model, path) -> None:
     """Loads the weights of checkpoint folder `path` into `model`'s parameters, in place."""
-    state = state_from_hf(model, load_weights(path), path=repr(os.fspath(path)))
+    _assign(model, load_weights(path), repr(os.fspath(path)))
+
+
+def _assign(model, weights: dict, where: str) -> None:
+    state = state_from_hf(model, weights, path=where)
     params = dict(_named_tensors(model))
     for name, array in state.items():
         params[name]._array = _to_like(array, params[name]._array)
@@ -243,15 +291,16 @@ _ARCHITECTURE_PREFIXES = {"GPT2": "gpt2", "Bert": "bert", "T5": "t5", "Bart": "b
 def architecture_of(config: dict, path="<config>") -> str:
     """The model_type a config describes: `model_type`, else guessed from `architectures`."""
     model_type = config.get("model_type")
-    if model_type in ARCHITECTURES:
+    if isinstance(model_type, str) and model_type in ARCHITECTURES:
         return model_type
-    for arch in config.get("architectures") or []:
+    architectures = config.get("architectures")
+    for arch in architectures if isinstance(architectures, list) else []:
         for prefix, kind in _ARCHITECTURE_PREFIXES.items():
-            if arch.startswith(prefix):
+            if isinstance(arch, str) and arch.startswith(prefix):
                 return kind
     raise CheckpointError(
-        f"from_pretrained: {path} describes model_type={model_type!r} "
-        f"(architectures={config.get('architectures')}); tinytensor knows {sorted(ARCHITECTURES)}"
+        f"from_pretrained: {path} describes model_type={model_type!r:.60} "
+        f"(architectures={architectures!r:.80}); tinytensor knows {sorted(ARCHITECTURES)}"
     )
 
 
@@ -291,16 +340,33 @@ class HFCheckpointMixin:
 
     @classmethod
     def from_pretrained(cls, path):
-        """Builds the model from `path/config.json` and loads `path/model.safetensors`."""
+        """Builds the model from `path/config.json` and loads `path/model.safetensors`.
+
+        Nothing in the folder is trusted (see hf_validation.py): config fields are type- and
+        range-checked, and the sizes they give are checked against the weight files before
+        the model is allocated. Every failure is a CheckpointError naming the file.
+        """
+        where = repr(os.fspath(path))
         config = read_config(path)
-        kind = architecture_of(config, repr(os.fspath(path)))
+        kind = architecture_of(config, where)
         if model_class(kind) is not cls:
             raise CheckpointError(
-                f"{cls.__name__}.from_pretrained: {os.fspath(path)!r} holds a {kind!r} model; "
+                f"{cls.__name__}.from_pretrained: {where} holds a {kind!r} model; "
                 "use tinytensor.models.from_pretrained to pick the class from the config"
             )
-        model = cls(cls.config_class.from_hf(config))
-        load_into(model, path)
+        check_config_fields(config, kind, repr(os.path.join(os.fspath(path), CONFIG_NAME)))
+        weights = load_weights(path)
+        prefix = cls.HF_PREFIX
+        shapes = {_unprefixed(name, prefix): array.shape for name, array in weights.items()}
+        check_sizes_against_weights(config, kind, shapes, where)
+        try:
+            model = cls(cls.config_class.from_hf(config))
+        except (ValueError, TypeError, KeyError) as e:
+            raise CheckpointError(
+                f"from_pretrained: {where}: config.json describes a {kind} model tinytensor "
+                f"cannot build: {e}"
+            ) from None
+        _assign(model, weights, where)
         return model.eval()
 
     def save_pretrained(self, path) -> None:

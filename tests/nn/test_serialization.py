@@ -170,14 +170,14 @@ def test_a_crash_mid_write_keeps_the_previous_checkpoint(tmp_path, monkeypatch):
     old = {"w": tt.ones(1000), "step": 1}
     tt.save(old, path)
 
-    real_write = serialization._write_array
+    real_write = serialization.safetensors_format.write_array
 
     def write_half_then_crash(f, array):
         real_write(f, array[: len(array) // 2])
         f.flush()
         raise OSError("simulated crash: disk full")
 
-    monkeypatch.setattr(serialization, "_write_array", write_half_then_crash)
+    monkeypatch.setattr(serialization.safetensors_format, "write_array", write_half_then_crash)
     with pytest.raises(OSError, match="simulated crash"):
         tt.save({"w": tt.zeros(1000), "step": 2}, path)
     with pytest.raises(OSError, match="simulated crash"):
@@ -211,7 +211,7 @@ def test_truncated_files_give_a_clear_error(tmp_path):
     for cut in [0, 5, 8, 40, len(data) // 2, len(data) - 1]:
         bad = tmp_path / f"cut{cut}.st"
         bad.write_bytes(data[:cut])
-        assert_clear_error(bad, match="truncated|too few|not valid JSON")
+        assert_clear_error(bad, match="too short|truncated|header longer than the file")
 
 
 def test_random_bytes_and_other_formats_give_a_clear_error(tmp_path):
@@ -226,18 +226,19 @@ def test_random_bytes_and_other_formats_give_a_clear_error(tmp_path):
 
     small_header = tmp_path / "header.st"
     small_header.write_bytes((8).to_bytes(8, "little") + b"not json")
-    assert_clear_error(small_header, match="not valid JSON")
+    assert_clear_error(small_header, match="not a valid safetensors header")
 
     # a header whose offsets disagree with the tensor's size
     lying = tmp_path / "lying.st"
     header = b'{"w":{"dtype":"F32","shape":[4],"data_offsets":[0,8]}}'
     lying.write_bytes(len(header).to_bytes(8, "little") + header + bytes(8))
-    assert_clear_error(lying, match="does not hold its 16 bytes")
+    assert_clear_error(lying, match="does not match its shape and dtype")
 
 
 def test_missing_file_and_directory(tmp_path):
     assert_clear_error(tmp_path / "nope.safetensors", FileNotFoundError, match="no such file")
-    assert_clear_error(tmp_path, IsADirectoryError, match="directory")
+    assert_clear_error(tmp_path / "nope.safetensors", CheckpointError, match="no such file")
+    assert_clear_error(tmp_path, CheckpointError, match="is a directory, not a regular file")
 
 
 def test_unsupported_objects_are_named(tmp_path):
@@ -273,4 +274,4 @@ def test_map_location_cuda_without_a_gpu_is_a_clear_error(tmp_path):
     with pytest.raises(RuntimeError, match="no CUDA GPU"):
         tt.load(tmp_path / "c.st", map_location="cuda")
     with pytest.raises(TypeError, match="map_location"):
-        tt.load(tmp_path / "c.st", map_location={"cuda": "cpu"})
+        tt.load(tmp_path / "c.st", map_location=lambda storage, location: storage)
