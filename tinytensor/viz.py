@@ -2,12 +2,16 @@
 
 Tensors and ops are the nodes; an edge runs from each input tensor to the op that used it and
 from the op to the tensor it made, so the picture reads top to bottom in the order things were
-computed. Leaves, parameters, outputs and intermediates each get their own shape and colour (a
-legend says which), and the ops run inside an nn.Module's forward are boxed into one cluster per
-module, nested like the module tree.
+computed. Tensors are coloured by their role (parameter, input, constant, intermediate, output;
+a legend says which), ops show their arguments ("Softmax dim=3"), and the ops run inside an
+nn.Module's forward are boxed into one cluster per module, nested like the module tree.
 
-    loss = model(x, y)
-    g = tt.draw_graph(loss, params=model, show_grad=False)
+A whole model is drawn whole: above `max_nodes`, a run of identical blocks is drawn once with
+"×N" and modules are collapsed into one box each (name, class, shapes, parameter count), from the
+innermost up, until the picture fits (see tinytensor/viz_fold.py); `expand=` opens chosen ones.
+
+    out = model(idx, targets)
+    g = tt.draw_graph(out.loss, params=model)          # in Jupyter, `g` shows itself
     save_graph(g, "runs/graph.svg")     # writes graph.dot, and graph.svg where `dot` exists
 """
 
@@ -22,13 +26,17 @@ from pathlib import Path
 import numpy as np
 
 from .tensor import Tensor
+from .viz_fold import Box, Folder, ModuleTree, fold, infer_root
+from .viz_ops import op_arguments
 
 # fill colours and shapes for each kind of node; the legend shows the same styles
 _STYLES = {
     "op": dict(shape="ellipse", style="filled", fillcolor="#cfe2f3", color="#3d6e99"),
+    "module": dict(shape="box", style="filled,rounded,bold", fillcolor="#e6dcf2", color="#674ea7"),
     "parameter": dict(shape="box", style="filled", fillcolor="#d9ead3", color="#38761d"),
     "leaf (requires grad)": dict(shape="box", style="filled", fillcolor="#fff2cc", color="#bf9000"),
-    "input / constant": dict(shape="box", style="filled", fillcolor="#eeeeee", color="#888888"),
+    "input": dict(shape="box", style="filled", fillcolor="#fce5cd", color="#b45f06"),
+    "constant": dict(shape="box", style="filled", fillcolor="#eeeeee", color="#888888"),
     "intermediate": dict(
         shape="box", style="rounded", color="#999999", fontsize="9", fontcolor="#444444"
     ),
@@ -36,6 +44,8 @@ _STYLES = {
         shape="box", style="filled,bold", fillcolor="#f4cccc", color="#990000", peripheries="2"
     ),
 }
+# a run of N identical modules collapsed into one box: drawn as a stack
+_RUN_STYLE = dict(_STYLES["module"], shape="box3d", style="filled,bold")
 _TRUNCATED_STYLE = dict(shape="note", style="dashed", color="#888888", fontcolor="#555555")
 _LINE_BREAK = "\\n"  # DOT's own escape: keeps each node statement on one line of the source
 _TINY = 4  # tensors with at most this many elements show their gradient values, not the norm
@@ -49,28 +59,42 @@ def draw_graph(
     group_modules: bool = True,
     name: str | None = None,
     legend: bool = True,
+    expand=None,
 ):
     """The computation graph that produced `output`, as a `graphviz.Digraph`.
 
     Args:
         output: a Tensor, or a list/tuple of Tensors drawn together (e.g. logits and loss).
-        params: names for tensors: a dict name -> Tensor (any tensor may be named this way,
-            inputs too), or a module with `named_parameters()`; a module that also has
-            `named_modules()` names the clusters ("h.0.attn" inside "h.0" inside "h").
+        params: names for tensors and modules: a module (its `named_parameters()` and
+            `named_modules()` name the parameters and the clusters, "h.0.attn" inside "h.0"),
+            or a dict name -> Tensor (any tensor may be named this way, inputs too). Names do
+            not change a tensor's role: only a leaf that requires grad and is an
+            `nn.Parameter` (or a parameter of the model) is drawn as a parameter. Without a
+            module, the model is found from the modules that recorded the graph's nodes.
         show_grad: annotate each tensor that has a `.grad` with its norm (or its values when it
             has at most 4 elements). Leaves get `.grad` from `backward()`; for an intermediate
             tensor call `t.retain_grad()` before backward. Backward frees the graph as it walks
-            it unless `retain_graph=True`, so either draw before backward or keep the graph:
-            `loss.backward(retain_graph=True)`. Ops whose graph was freed are marked "freed".
-        max_nodes: at most this many tensor and op nodes are drawn, those nearest the outputs
-            first; the rest become one "... N more nodes" node.
+            it unless `retain_graph=True`: draw before backward, or keep the graph with
+            `loss.backward(retain_graph=True)`; drawing a freed graph raises RuntimeError.
+        max_nodes: the most nodes to draw. A graph above it is folded by its module tree: a
+            run of identical blocks (blocks.0 ... blocks.39) is drawn once, marked "×40", and
+            then modules are collapsed into one box each (name, class, input and output
+            shapes, parameter count), innermost first, until it fits (the top level is drawn
+            even if it does not). A graph with no modules is cut instead: the nodes nearest
+            the outputs are kept and the rest become one "... N more nodes" node.
         group_modules: box the ops (and their outputs) of each nn.Module's forward into a
             cluster; nodes record their module when `nn.Module.__call__` runs the forward.
         name: a title written above the graph.
         legend: add a small legend of the node styles.
+        expand: a module name or a list of them ("blocks.3", "blocks.3.self_attn"): these
+            modules are drawn op by op, whatever `max_nodes` would fold.
 
     Returns:
-        A `graphviz.Digraph`; `.source` is the DOT text, `save_graph` writes it to files.
+        A `graphviz.Digraph`: Jupyter displays it inline, `.source` is the DOT text,
+        `save_graph(g, "graph.svg")` writes it to files.
+
+    Raises:
+        RuntimeError: the graph was freed by `backward()`.
 
     Example:
         >>> x = tt.randn(2, 3, requires_grad=True)
@@ -87,12 +111,17 @@ def draw_graph(
     if not isinstance(max_nodes, int) or max_nodes < 1:
         raise ValueError(f"draw_graph: max_nodes must be a positive int, got {max_nodes!r}")
 
-    tensor_names, module_names = _names(params)
     nodes, edges = _walk(outputs)
-    drawn = nodes[:max_nodes]
-    ids = {key: f"n{i}" for i, (key, _) in enumerate(drawn)}
+    _check_not_freed(nodes)
+    model = _Model(params, [obj for key, obj in nodes if key[0] == "op"])
     output_ids = {id(t) for t in outputs}
-    param_ids = {id(t) for t in _parameters(params)}
+    roles = {key: model.role(obj, output_ids) for key, obj in nodes if key[0] == "t"}
+    expanded = _expand_names(expand, model.tree)
+    folder = Folder(nodes, edges, model.tree, model.tensor_names, roles, outputs)
+    view = fold(folder, max_nodes, expanded)
+    drawn = list(view.nodes.items())
+    drawn = drawn if view.folded else drawn[:max_nodes]
+    ids = {key: f"n{i}" for i, (key, _) in enumerate(drawn)}
 
     graph = graphviz.Digraph(name=name or "graph")
     graph.attr(rankdir="TB", nodesep="0.25", ranksep="0.35")
@@ -101,41 +130,31 @@ def draw_graph(
     if name:
         graph.attr(label=name, labelloc="t", fontname="Helvetica-Bold", fontsize="14")
 
-    # Each drawn node: (dot id, label, style, cluster path or ()).
-    placed = []
+    clusters = _Clusters(model.tree, view, folder, group_modules)
+    placed = []  # each drawn node: (dot id, label, style, cluster path or ())
     for key, obj in drawn:
         if key[0] == "op":
             label = _op_label(obj)
-            cluster = _cluster_path(obj.module, module_names) if group_modules else ()
-            placed.append((ids[key], label, _STYLES["op"], cluster))
-            continue
-        if id(obj) in output_ids:
-            kind = "output"
-        elif id(obj) in param_ids:
-            kind = "parameter"
-        elif obj._ctx is not None:
-            kind = "intermediate"
-        elif obj.requires_grad:
-            kind = "leaf (requires grad)"
+            placed.append((ids[key], label, _STYLES["op"], clusters.of_op(key, obj)))
+        elif key[0] == "box":
+            style = _RUN_STYLE if obj.run is not None else _STYLES["module"]
+            placed.append((ids[key], _box_label(obj), style, clusters.of_box(obj.name)))
         else:
-            kind = "input / constant"
-        label = _tensor_label(obj, kind, tensor_names.get(id(obj)), outputs, show_grad)
-        cluster = ()
-        if group_modules and kind == "intermediate":
-            cluster = _cluster_path(obj._ctx.module, module_names)
-        elif group_modules and kind == "parameter":
-            owner = tensor_names.get(id(obj), "").rpartition(".")[0]
-            cluster = _cluster_path(module_names.get(owner), module_names) if owner else ()
-        placed.append((ids[key], label, _STYLES[kind], cluster))
+            kind = roles[key]
+            tensor_name = model.tensor_names.get(id(obj))
+            label = _tensor_label(obj, kind, tensor_name, outputs, show_grad)
+            placed.append((ids[key], label, _STYLES[kind], clusters.of_tensor(key, obj, kind)))
     _emit_clusters(graph, placed)
 
-    hidden = len(nodes) - len(drawn)
+    hidden = len(view.nodes) - len(drawn)
     if hidden:
         graph.node("truncated", f"... {hidden} more nodes", **_TRUNCATED_STYLE)
-    for src, dst in edges:
+    cut_into = set()
+    for src, dst in view.edges:
         if src in ids and dst in ids:
             graph.edge(ids[src], ids[dst])
-        elif dst in ids:  # an input beyond max_nodes feeds a drawn op
+        elif dst in ids and dst not in cut_into:  # an input beyond max_nodes feeds a drawn op
+            cut_into.add(dst)
             graph.edge("truncated", ids[dst], style="dashed")
     if legend:
         _add_legend(graph)
@@ -214,65 +233,171 @@ def _walk(outputs):
     return nodes, edges
 
 
-def _parameters(params):
-    if params is None:
-        return []
-    if isinstance(params, dict):
-        return list(params.values())
-    return [p for _, p in params.named_parameters()]
+def _check_not_freed(nodes):
+    """Backward frees each node it walks through (its `inputs` become None) unless told to
+    keep the graph: what is left would draw as a misleading stub."""
+    for key, obj in nodes:
+        if key[0] == "op" and obj.inputs is None:
+            raise RuntimeError(
+                f"draw_graph: the graph was freed by backward() (from {type(obj).__name__} on): "
+                "draw it before calling backward(), or keep it with "
+                "loss.backward(retain_graph=True)"
+            )
 
 
-def _names(params):
-    """(id(tensor) -> name, dotted module name -> module) from `params` (see draw_graph)."""
-    if params is None:
-        return {}, _ModuleNames()
-    if isinstance(params, dict):
-        return {id(t): str(n) for n, t in params.items()}, _ModuleNames()
-    if not hasattr(params, "named_parameters"):
-        raise TypeError(
-            "draw_graph: params must be a dict of name -> Tensor or a module with "
-            f"named_parameters(), got {type(params).__name__}"
-        )
-    tensor_names = {id(p): n for n, p in params.named_parameters()}
-    modules = params.named_modules() if hasattr(params, "named_modules") else ()
-    return tensor_names, _ModuleNames(modules)
+class _Model:
+    """What `params` (or, without a module, the graph's own nodes) says about the model: its
+    module tree, the names of its tensors, and which tensors are its parameters and buffers."""
+
+    def __init__(self, params, ops):
+        self.tensor_names, self.parameter_ids, self.buffer_ids = {}, set(), set()
+        module = None
+        if isinstance(params, dict):
+            self.tensor_names = {id(t): str(n) for n, t in params.items()}
+        elif params is not None:
+            if not hasattr(params, "named_parameters"):
+                raise TypeError(
+                    "draw_graph: params must be a dict of name -> Tensor or a module with "
+                    f"named_parameters(), got {type(params).__name__}"
+                )
+            module = params
+        if module is None or not hasattr(module, "named_modules"):
+            module = infer_root(ops) or module
+        self.tree = ModuleTree(module.named_modules() if hasattr(module, "named_modules") else ())
+        if module is None:
+            return
+        named = dict(module.named_parameters())
+        self.parameter_ids = {id(p) for p in named.values()}
+        if hasattr(module, "named_buffers"):
+            buffers = dict(module.named_buffers())
+            self.buffer_ids = {id(b) for b in buffers.values()}
+            named.update(buffers)
+        for n, t in named.items():
+            self.tensor_names.setdefault(id(t), n)  # the caller's names win
+
+    def role(self, t, output_ids) -> str:
+        """parameter, leaf (requires grad), input, constant, intermediate or output."""
+        if id(t) in output_ids:
+            return "output"
+        if t._ctx is not None:
+            return "intermediate"
+        if t.requires_grad:
+            is_parameter = id(t) in self.parameter_ids or _is_parameter_class(t)
+            return "parameter" if is_parameter else "leaf (requires grad)"
+        if id(t) in self.buffer_ids or t.ndim == 0:
+            return "constant"
+        return "input"
 
 
-class _ModuleNames(dict):
-    """Dotted name -> module, plus the reverse lookup by identity."""
+def _is_parameter_class(t) -> bool:
+    # NOTE: by name, because the engine must not import tinytensor.nn (nn depends on it)
+    return any(cls.__name__ == "Parameter" for cls in type(t).__mro__)
 
-    def __init__(self, named_modules=()):
-        super().__init__(named_modules)
-        self._by_id = {id(m): n for n, m in self.items()}
 
-    def name_of(self, module):
-        return self._by_id.get(id(module))
+def _expand_names(expand, tree):
+    if expand is None:
+        return frozenset()
+    names = [expand] if isinstance(expand, str) else list(expand)
+    for n in names:
+        if not isinstance(n, str):
+            raise TypeError(f"draw_graph: expand takes module names (str), got {n!r:.60}")
+        if n not in tree.by_name:
+            known = [m for m in tree.by_name if m][:8]
+            hint = (
+                f"; modules: {', '.join(known)}, ..."
+                if known
+                else ("; the graph has no named modules: pass params=model")
+            )
+            raise ValueError(f"draw_graph: expand names no module {n!r}{hint}")
+    return frozenset(names)
+
+
+class _Clusters:
+    """The nested clusters each drawn node sits in, outermost first, as (key, label) pairs."""
+
+    def __init__(self, tree, view, folder, enabled):
+        self.tree, self.view, self.folder, self.enabled = tree, view, folder, enabled
+
+    def of_op(self, key, op):
+        if not self.enabled:
+            return ()
+        name = self.folder.module_of.get(key)
+        if name is None and op.module is not None:  # a module outside the known tree
+            return ((f"m{id(op.module)}", type(op.module).__name__),)
+        return self._path(name or "")
+
+    def of_box(self, name):
+        return self._path(name.rpartition(".")[0]) if self.enabled else ()
+
+    def of_tensor(self, key, t, kind):
+        if not self.enabled:
+            return ()
+        if kind == "intermediate":
+            return self.of_op(("op", id(t._ctx)), t._ctx)
+        if kind == "parameter":
+            name = self.folder.names.get(id(t))
+            return self._path(self.tree.owner(name)) if name else ()
+        return ()
+
+    def _path(self, name):
+        """ "h.0.attn" lies in ("h", "h.0", "h.0.attn"), up to the first collapsed module."""
+        if not name:
+            return ()
+        parts, path = name.split("."), []
+        for i in range(1, len(parts) + 1):
+            prefix = ".".join(parts[:i])
+            if prefix in self.view.cut:
+                break
+            run = self.view.runs.get(prefix)
+            module = self.tree.get(prefix)
+            if run is not None:
+                label = run.label
+            elif module is not None:
+                label = f"{prefix} ({type(module).__name__})"
+            else:
+                label = prefix
+            path.append((prefix, label))
+        return tuple(path)
 
 
 # ---- labels -----------------------------------------------------------------------------------
 
 
 def _op_label(ctx):
-    label = type(ctx).__name__
-    if ctx.inputs is None:
-        label += _LINE_BREAK + "(freed by backward)"
-    return label
+    arguments = op_arguments(ctx)
+    return type(ctx).__name__ + (_LINE_BREAK + arguments if arguments else "")
+
+
+def _box_label(box: Box) -> str:
+    """name (class) [×N]; input shapes → output shapes; parameter count."""
+    title = box.run.label if box.run else f"{box.name} ({type(box.module).__name__})"
+    flow = f"{_shapes(box.inputs)} → {_shapes(box.outputs)}"
+    count = f"{box.n_params:,} parameters" + (" each" if box.run else "")
+    return _LINE_BREAK.join([title, flow, count] if box.n_params else [title, flow])
+
+
+def _shapes(items):
+    if not items:
+        return "()"
+    return ", ".join(
+        str(shape) if dtype.kind == "f" else f"{shape} {dtype}" for shape, dtype in items
+    )
 
 
 def _tensor_label(t, kind, name, outputs, show_grad):
     if name is None:
         if kind == "output":
             name = "output" if len(outputs) == 1 else f"output {_index_of(t, outputs)}"
-        elif kind == "input / constant" and t._array.size == 1:
+        elif kind == "constant" and t._array.size == 1:
             name = f"const {_format_numbers(t._array)}"
-        elif kind == "input / constant":
-            name = "input"
+        elif kind in ("input", "constant"):
+            name = kind
         elif kind == "leaf (requires grad)":
             name = "leaf"
     lines = [name] if name else []
     device = "" if t.device.type == "cpu" else f" {t.device}"
     lines.append(f"{tuple(t.shape)} {t.dtype}{device}")
-    if t._array.size == 1 and kind != "input / constant":  # e.g. the loss: show its value
+    if t._array.size == 1 and kind not in ("input", "constant"):  # e.g. the loss: its value
         lines.append(f"= {_format_numbers(t.numpy().reshape(()))}")
     if show_grad and t.grad is not None:
         g = t.grad.numpy()
@@ -293,29 +418,6 @@ def _format_numbers(array):
 
 
 # ---- module clusters --------------------------------------------------------------------------
-
-
-def _cluster_path(module, module_names):
-    """The nested clusters a node created in `module` belongs to, outermost first.
-
-    With names, "h.0.attn" lies in ("h", "h.0", "h.0.attn") and the root module (name "") in no
-    cluster; without, each module is one cluster labelled by its class.
-    """
-    if module is None:
-        return ()
-    name = module_names.name_of(module)
-    if name is None:  # not in the given tree: one flat cluster per module object
-        return ((f"m{id(module)}", type(module).__name__),)
-    if name == "":
-        return ()
-    parts = name.split(".")
-    path = []
-    for i in range(1, len(parts) + 1):
-        prefix = ".".join(parts[:i])
-        owner = module_names.get(prefix)
-        label = f"{prefix} ({type(owner).__name__})" if owner is not None else prefix
-        path.append((prefix, label))
-    return tuple(path)
 
 
 def _emit_clusters(graph, placed):
@@ -352,6 +454,20 @@ def _emit_clusters(graph, placed):
 _CLUSTER_FILLS = ("#f7f7f7", "#ececec", "#e0e0e0")  # nested clusters darken step by step
 
 
+_CLUSTER_FILLS = ("#f7f7f7", "#ececec", "#e0e0e0")  # nested clusters darken step by step
+
+_LEGEND = {
+    "op": "op (with its arguments)",
+    "module": "module, collapsed",
+    "parameter": "parameter",
+    "leaf (requires grad)": "leaf (requires grad)",
+    "input": "input",
+    "constant": "constant",
+    "intermediate": "intermediate",
+    "output": "output",
+}
+
+
 def _add_legend(graph):
     with graph.subgraph(name="cluster_legend") as legend:
         legend.attr(label="legend", style="dashed", color="#bbbbbb", fontname="Helvetica")
@@ -359,7 +475,7 @@ def _add_legend(graph):
         previous = None
         for kind, style in _STYLES.items():
             node_id = "legend_" + kind.split(" ")[0]
-            legend.node(node_id, kind, **style)
+            legend.node(node_id, _LEGEND[kind], **style)
             if previous is not None:  # invisible edges keep the legend in one column
                 legend.edge(previous, node_id, style="invis")
             previous = node_id

@@ -4,7 +4,6 @@ The expected counts and labels come from the structure of each graph (n ops on a
 2n + 1 nodes, ...) and from gradients known in closed form, not from running draw_graph.
 """
 
-import re
 import shutil
 
 import numpy as np
@@ -14,52 +13,7 @@ import tinytensor as tt
 from tinytensor.function import module_scope
 from tinytensor.viz import draw_graph, save_graph
 
-# ---- a small parser for the DOT that graphviz's Python package writes ------------------------
-
-_ATTR = re.compile(r'(\w+)=("(?:[^"\\]|\\.)*"|[^\s\]]+)')
-
-
-def parse_dot(source):
-    """(nodes, edges, clusters): nodes maps id -> dict(attrs, clusters = the stack of cluster
-    labels it sits in, outermost first); edges is a list of (src, dst); clusters maps each
-    cluster's DOT name -> (label, parent cluster label or None)."""
-    nodes, edges, clusters, stack = {}, [], {}, []
-    for line in source.splitlines():
-        line = line.strip()
-        if line.startswith("subgraph "):
-            name = line.split()[1]
-            clusters[name] = [None, stack[-1][1] if stack else None]
-            stack.append([name, None])
-            continue
-        if line == "}":
-            if stack:
-                stack.pop()
-            continue
-        if stack and "[" not in line and "->" not in line and "label=" in line:
-            # a graph attribute statement of the cluster: `color=... label="h (Stack)" ...`
-            label = dict(_ATTR.findall(line))["label"].strip('"')
-            stack[-1][1] = clusters[stack[-1][0]][0] = label
-            continue
-        edge = re.match(r"^(\w+) -> (\w+)", line)
-        if edge:
-            edges.append(edge.groups())
-            continue
-        node = re.match(r"^(\w+) \[(.*)\]$", line)
-        if node and node.group(1) not in ("node", "edge", "graph"):
-            attrs = {k: v.strip('"') for k, v in _ATTR.findall(node.group(2))}
-            attrs["clusters"] = [label for _, label in stack]
-            nodes[node.group(1)] = attrs
-    return nodes, edges, clusters
-
-
-def graph_of(*args, **kwargs):
-    kwargs.setdefault("legend", False)
-    return parse_dot(draw_graph(*args, **kwargs).source)
-
-
-def by_label(nodes, text):
-    """The nodes whose label contains `text`."""
-    return [n for n in nodes.values() if text in n["label"]]
+from .dot_parser import by_label, graph_of, parse_dot
 
 
 def mlp_like():
@@ -121,14 +75,15 @@ def test_fused_op_names_appear():
 
 def test_kinds_of_tensors_are_styled_apart():
     x = tt.randn(2, 2)  # input, no grad
-    w = tt.randn(2, 2, requires_grad=True)  # parameter (named)
+    w = tt.nn.Parameter(tt.randn(2, 2))  # parameter
     h = tt.randn(2, 2, requires_grad=True)  # leaf that requires grad, not a parameter
-    out = ((x @ w) * h).sum()
-    nodes, _, _ = graph_of(out, params={"w": w})
+    out = ((x @ w) * h * 3.0).sum()  # 3.0 becomes a 0-d constant
+    nodes, _, _ = graph_of(out, params={"w": w, "h": h})
     kinds = {
         "input": by_label(nodes, "input")[0],
         "parameter": by_label(nodes, "w\\n")[0],
-        "leaf": by_label(nodes, "leaf\\n")[0],
+        "leaf": by_label(nodes, "h\\n")[0],
+        "constant": by_label(nodes, "const 3")[0],
         "intermediate": [n for n in nodes.values() if n["label"] == "(2, 2) float32"][0],
         "output": by_label(nodes, "output")[0],
         "op": by_label(nodes, "MatMul")[0],
@@ -142,7 +97,9 @@ def test_legend_lists_every_style():
     source = draw_graph(mlp_like()[-1], legend=True).source
     nodes, _, clusters = parse_dot(source)
     legend = [n for name, n in nodes.items() if name.startswith("legend_")]
-    assert {n["label"] for n in legend} >= {"op", "parameter", "output", "intermediate"}
+    labels = {n["label"] for n in legend}
+    assert labels >= {"parameter", "input", "constant", "output", "intermediate"}
+    assert "module, collapsed" in labels and "op (with its arguments)" in labels
     assert "legend" in {label for label, _ in clusters.values()}
 
 
@@ -185,12 +142,16 @@ def test_show_grad_gives_values_of_tiny_tensors_and_norms_of_larger_ones():
     assert not any("grad" in n["label"] for n in plain.values())
 
 
-def test_a_graph_freed_by_backward_is_marked():
+def test_a_graph_freed_by_backward_raises_and_says_how_to_keep_it():
     x = tt.randn(3, requires_grad=True)
     y = (x.exp() * 2.0).sum()
     y.backward()
-    nodes, _, _ = graph_of(y)
-    assert by_label(nodes, "Sum\\n(freed by backward)")
+    with pytest.raises(RuntimeError, match=r"freed by backward.*retain_graph=True"):
+        draw_graph(y)
+    kept = (x.exp() * 2.0).sum()
+    kept.backward(retain_graph=True)
+    nodes, _, _ = graph_of(kept)
+    assert by_label(nodes, "Exp") and by_label(nodes, "Mul")
 
 
 # ---- size limits ------------------------------------------------------------------------------
@@ -304,13 +265,35 @@ def test_one_nested_cluster_per_submodule():
     assert weight["clusters"] == ["h (Stack)", "h.0 (Block)", "h.0.attn (Attention)"]
 
 
-def test_clusters_without_names_use_class_names():
+def test_without_params_the_model_is_found_from_the_graph():
     model, blocks = tiny_model_tree()
     loss = run_model(model, blocks, tt.randn(2, 3))
-    _, _, clusters = graph_of(loss)  # no params: the modules are unnamed
+    nodes, _, clusters = graph_of(loss)  # no params: every node knows its module
     labels = sorted(label for label, _ in clusters.values())
-    # one flat cluster per module object that created a node: root, 2 blocks, 2 attentions
-    assert labels == ["Attention", "Attention", "Block", "Block", "Model"]
+    assert labels == [
+        "h (Stack)",
+        "h.0 (Block)",
+        "h.0.attn (Attention)",
+        "h.1 (Block)",
+        "h.1.attn (Attention)",
+    ]
+    assert by_label(nodes, "h.1.attn.weight\\n(3, 3) float32")  # and names the parameters
+
+
+class Bare:
+    """A module-like object that cannot list its submodules."""
+
+
+def test_modules_without_a_tree_get_one_flat_cluster_each_by_class():
+    outer, inner = Bare(), Bare()
+    w = tt.randn(2, 2, requires_grad=True)
+    with module_scope(outer):
+        h = w.exp()
+        with module_scope(inner):
+            h = h.tanh()
+    nodes, _, clusters = graph_of(h.sum())
+    assert sorted(label for label, _ in clusters.values()) == ["Bare", "Bare"]
+    assert by_label(nodes, "Sum")[0]["clusters"] == []
 
 
 def test_group_modules_false_draws_no_clusters():

@@ -56,8 +56,11 @@ class ScaledDotProductAttention(Function):
 
     broadcasts = True  # only the bias may be broadcast; it is summed back by the engine
 
-    def forward(self, q, k, v, bias=None, allowed=None, scale=1.0, groups=1, keep=None):
+    def forward(
+        self, q, k, v, bias=None, allowed=None, scale=1.0, groups=1, keep=None, causal=False
+    ):
         xp = get_array_module(q)
+        self.causal = causal  # only for reading: `allowed` already holds the causal mask
         k, v = _repeat_heads(k, groups), _repeat_heads(v, groups)
         # NOTE: the scores are one fresh array, updated in place from here on (the same
         # operations as out-of-place, so the same rounding, without a temporary per step).
@@ -330,5 +333,5 @@ def scaled_dot_product_attention(
         keep = dropout_keep_mask(scores_shape, dropout_p, query.dtype, query.device)
     inputs = (query, key, value) if bias is None else (query, key, value, bias)
     return ScaledDotProductAttention.apply(
-        *inputs, allowed=allowed, scale=scale, groups=groups, keep=keep
+        *inputs, allowed=allowed, scale=scale, groups=groups, keep=keep, causal=bool(is_causal)
     )

@@ -85,9 +85,11 @@ class GetItem(Function):
 
 
 class Gather(Function):
-    """z[i][j] = x[i][index[i][j]] along `dim` (PyTorch's gather);  dL/dx = scatter-add of g."""
+    """z[i][j] = x[i][index[i][j]] along `dim` (PyTorch's gather);  dL/dx = scatter-add of g.
 
-    def forward(self, x, index=None, axis=0):
+    The integer index is an input (without gradient), so that a drawn graph shows it."""
+
+    def forward(self, x, index, axis=0):
         xp = get_array_module(x)
         self.shape, self.dtype, self.index, self.axis = x.shape, x.dtype, index, axis
         return xp.take_along_axis(x, index, axis=axis)
@@ -103,7 +105,7 @@ class Gather(Function):
             cupyx.scatter_add(gx, tuple(grids), g)
         else:
             np.add.at(gx, tuple(grids), g)
-        return gx
+        return gx, None
 
 
 class Cat(Function):
@@ -252,7 +254,7 @@ def gather(x, dim, index):
     if not isinstance(index, Tensor) or index.dtype.kind not in "iu":
         raise TypeError("gather: index must be an integer tensor")
     axis = normalize_dim(dim, x.ndim, "gather")
-    return Gather.apply(x, index=index._array, axis=axis)
+    return Gather.apply(x, index, axis=axis)
 
 
 def _check_same_device(tensors, op):

@@ -198,10 +198,11 @@ class RMSNorm(Function):
 class Embedding(Function):
     """z = W[ids];  dL/dW = scatter-add of g into the rows `ids` (repeated ids add up).
 
-    The `padding_idx` row gets no gradient.
+    The `padding_idx` row gets no gradient. The integer ids are an input (without gradient)
+    rather than an option, so that the graph holds them: a drawn graph shows the token ids.
     """
 
-    def forward(self, weight, ids=None, padding_idx=None):
+    def forward(self, weight, ids, padding_idx=None):
         self.ids, self.shape, self.padding_idx = ids, weight.shape, padding_idx
         return weight[ids]
 
@@ -217,7 +218,7 @@ class Embedding(Function):
             np.add.at(gw, rows, flat)
         if self.padding_idx is not None:
             gw[self.padding_idx] = 0
-        return gw
+        return gw, None
 
 
 class Dropout(Function):
@@ -379,7 +380,7 @@ def embedding(input, weight, padding_idx=None):  # noqa: A002
     if input._array.size and (int(input._array.min()) < 0 or int(input._array.max()) >= n):
         bad = int(input._array.max()) if int(input._array.max()) >= n else int(input._array.min())
         raise IndexError(f"embedding: id {bad} is out of range for {n} embeddings")
-    return Embedding.apply(weight, ids=input._array, padding_idx=padding_idx)
+    return Embedding.apply(weight, input, padding_idx=padding_idx)
 
 
 def dropout(input, p=0.5, training=True, generator=None):  # noqa: A002
