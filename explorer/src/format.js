@@ -42,5 +42,6 @@ export function histogram(hist) {
 }
 
 export function briefRow(label, g) {
-  return `<tr><th>${label}</th><td>${num(g.norm)}</td><td>${num(g.min)}</td><td>${num(g.max)}</td><td>${num(g.mean)}</td></tr>`;
+  return `<tr class="name"><th colspan="4">${label}</th></tr>` +
+    `<tr><td>${num(g.norm)}</td><td>${num(g.min)}</td><td>${num(g.max)}</td><td>${num(g.mean)}</td></tr>`;
 }

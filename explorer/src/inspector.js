@@ -18,7 +18,9 @@ function link(model, key) {
   if (key.startsWith('m')) label = model.moduleLabel(id);
   else {
     const n = model.nodes[id];
-    label = n.kind === 'op' ? n.name : `${model.tensorLabel(n)} ${model.shapeText(n.shape)}`;
+    if (n.kind === 'op') label = n.name;
+    else if (n.role === 'intermediate') label = `${model.shapeText(n.shape)} from ${model.nodes[n.producer].name}`;
+    else label = `${model.tensorLabel(n)} ${model.shapeText(n.shape)}`;
   }
   return `<a href="#" data-goto="${key}">${esc(label)}</a>`;
 }
@@ -87,6 +89,8 @@ export function moduleHtml(model, index) {
     `<h3>parameters (${params.length})</h3><ul>${list}${more}</ul>`;
 }
 
+const HEAD = '<tr><th>‖g‖</th><th>min</th><th>max</th><th>mean</th></tr>';
+
 export function stepHtml(model, index) {
   if (index < 0) {
     const root = model.nodes[model.nodes[model.steps[0].node].output];
@@ -99,13 +103,14 @@ export function stepHtml(model, index) {
   const out = model.nodes[node.output];
   const sends = step.sends.map((s) => {
     const acc = s.of > 1 ? `<span class="acc" data-field="accumulates">adds ${s.k} of ${s.of}</span>` : '';
-    return `<tr><th>${link(model, nodeKey(s.to))} ${acc}</th><td>${num(s.grad.norm)}</td><td>${num(s.grad.min)}</td><td>${num(s.grad.max)}</td><td>${num(s.grad.mean)}</td></tr>`;
+    return `<tr class="name"><th colspan="4">${link(model, nodeKey(s.to))} ${acc}</th></tr>` +
+      `<tr><td>${num(s.grad.norm)}</td><td>${num(s.grad.min)}</td><td>${num(s.grad.max)}</td><td>${num(s.grad.mean)}</td></tr>`;
   }).join('');
   const where = node.module === null ? 'top level' : model.modules[node.module].name;
   return `<h2 data-field="title">${esc(node.name)}</h2><p class="kind" data-field="step">step ${index + 1} of ${model.steps.length} · ${esc(where)}</p>` +
     `<p class="math">${esc(node.math)}</p>` +
-    `<h3>gradient arriving at the output</h3><table class="brief"><tr><th></th><th>‖g‖</th><th>min</th><th>max</th><th>mean</th></tr>` +
+    `<h3>gradient arriving at the output</h3><table class="brief" data-part="arriving">${HEAD}` +
     `${briefRow(link(model, nodeKey(out.id)), step.grad)}</table>` +
-    `<h3>gradients sent to the inputs</h3><table class="brief"><tr><th></th><th>‖g‖</th><th>min</th><th>max</th><th>mean</th></tr>${sends || '<tr><td>none</td></tr>'}</table>` +
+    `<h3>gradients sent to the inputs</h3><table class="brief" data-part="sent">${HEAD}${sends || '<tr><td>none</td></tr>'}</table>` +
     '<p class="muted">"adds k of n": the input is used n times; its gradient is the sum of n contributions.</p>';
 }

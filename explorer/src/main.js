@@ -67,7 +67,7 @@ class Explorer {
       this.panZoom.updateBBox();
     }
     if (fit) this.fit();
-    else if (focus) this.centerOn(focus);
+    else if (focus) this.centerOn(this.drawnKeyOf(focus)); // resolved in the new drawing
     this.applyClasses();
   }
 
@@ -87,7 +87,10 @@ class Explorer {
     const sizes = this.panZoom.getSizes();
     if (sizes.realZoom < 0.6) this.panZoom.zoom(this.panZoom.getZoom() * (0.9 / sizes.realZoom));
     const z = this.panZoom.getSizes().realZoom;
-    this.panZoom.pan({ x: sizes.width / 2 - box.x * z, y: sizes.height / 2 - box.y * z });
+    // a tall module box: show its top (where its inputs come in), not its middle
+    const top = box.y - box.height / 2;
+    const y = key.startsWith('c') ? top + Math.min(box.height / 2, (sizes.height / 2 - 30) / z) : box.y;
+    this.panZoom.pan({ x: sizes.width / 2 - box.x * z, y: sizes.height / 2 - y * z });
   }
 
   drawnKeyOf(key) {
@@ -101,7 +104,7 @@ class Explorer {
   select(key, { reveal = false } = {}) {
     if (reveal) {
       this.model.reveal(key);
-      this.redraw({ focus: this.drawnKeyOf(key) });
+      this.redraw({ focus: key });
     }
     this.selected = key;
     const id = Number(key.slice(1));
@@ -117,8 +120,7 @@ class Explorer {
 
   toggleModule(index) {
     this.model.toggle(index);
-    const key = this.model.isFolded(index) ? `m${index}` : `c${index}`;
-    this.redraw({ focus: key });
+    this.redraw({ focus: `m${index}` });
     if (this.selected === `m${index}`) this.select(`m${index}`);
   }
 

@@ -163,4 +163,4 @@ def test_a_non_scalar_output_is_explored_without_backward(tmp_path):
     x = tt.randn(2, 3, requires_grad=True)
     result = tt.explore(x.relu(), path=tmp_path / "g.html")
     assert result.num_steps == 0 and x.grad is None
-    assert "stepping needs a single-element loss" in result._data["backward_note"]
+    assert "stepping needs a single-element loss" in result.data["backward_note"]

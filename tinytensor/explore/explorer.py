@@ -82,7 +82,7 @@ class ExploredGraph:
         self.num_ops = sum(n["kind"] == "op" for n in data["nodes"])
         self.num_tensors = len(data["nodes"]) - self.num_ops
         self.num_steps = len(data["steps"])
-        self._data = data
+        self.data = data  # the graph data the page was written from (graph.extract)
 
     def __repr__(self):
         return (
@@ -94,4 +94,4 @@ class ExploredGraph:
     def _repr_html_(self):
         if self.path.suffix.lower() == ".json":
             return None
-        return page.inline_frame(page.render(self._data))
+        return page.inline_frame(page.render(self.data))
