@@ -71,6 +71,8 @@ def read_safetensors(source, where: str) -> tuple[str, dict[str, np.ndarray], di
     file, given as a path or a binary file object. Every failure is a CheckpointError."""
     name, raw = files.read_file(source, where)
     arrays, metadata = safetensors_format.read(raw, name, where)
+    if _CHECKSUMS_KEY in metadata:  # a file tt.save wrote: verify it, whoever reads it
+        _verify_checksums(where, name, arrays, metadata)
     return name, arrays, metadata
 
 
@@ -212,7 +214,8 @@ def load(f, map_location=None, *, weights_only=None, mmap=None):
 
 
 def _verified_description(name, arrays, metadata):
-    """The parsed description, after checking the format version and every checksum."""
+    """The parsed description, after checking the format version (read_safetensors has
+    verified the checksums)."""
 
     def corrupt(problem):
         return CheckpointError(f"tt.load: cannot read {name}: {problem}")
@@ -228,44 +231,50 @@ def _verified_description(name, arrays, metadata):
                 f"reads ({_FORMAT_VERSION}); upgrade tinytensor"
             )
         raise corrupt(f"its format version {version!r:.20} is not one tinytensor wrote")
+    if version != "1" and _CHECKSUMS_KEY not in metadata:  # format 1 had no checksums
+        raise corrupt(f"its metadata lacks {_CHECKSUMS_KEY!r}: the header is corrupt")
     text = metadata[_DESCRIPTION_KEY]
-    if version != "1":  # format 1 (before checksums) is read as it is
-        if _CHECKSUMS_KEY not in metadata:
-            raise corrupt(f"its metadata lacks {_CHECKSUMS_KEY!r}: the header is corrupt")
-        checksums = files.parse_json(
-            metadata[_CHECKSUMS_KEY],
-            f"tt.load: cannot read {name}: its checksum table",
-            max_depth=2,
-        )
-        if not (
-            isinstance(checksums, dict)
-            and isinstance(checksums.get("tensors"), dict)
-            and isinstance(checksums.get("description"), int)
-        ):
-            raise corrupt("its checksum table is malformed: the header is corrupt")
-        if zlib.crc32(text.encode("utf-8")) != checksums["description"]:
-            raise corrupt(
-                "its tinytensor description (the numbers, strings and structure around the "
-                "tensors) fails its checksum: the header was changed or corrupted"
-            )
-        expected = checksums["tensors"]
-        if set(expected) != set(arrays):
-            unlisted = sorted(set(arrays) ^ set(expected))
-            raise corrupt(
-                f"its tensors and its checksum table disagree on {unlisted[:5]}: a tensor "
-                "name in the header was changed or corrupted"
-            )
-        for tensor, array in arrays.items():
-            if tensor_checksum(array) != expected[tensor]:
-                raise corrupt(
-                    f"tensor {tensor!r} fails its checksum: its bytes, dtype or shape changed "
-                    "since it was saved (bit flip or partial overwrite)"
-                )
     return files.parse_json(
         text,
         f"tt.load: cannot read {name}: its tinytensor description",
         _DESCRIPTION_MAX_JSON_DEPTH,
     )
+
+
+def _verify_checksums(where, name, arrays, metadata) -> None:
+    """Checks the description's and every tensor's CRC-32 against the checksum table."""
+
+    def corrupt(problem):
+        return CheckpointError(f"{where}: cannot read {name}: {problem}")
+
+    checksums = files.parse_json(
+        metadata[_CHECKSUMS_KEY], f"{where}: cannot read {name}: its checksum table", max_depth=2
+    )
+    if not (
+        isinstance(checksums, dict)
+        and isinstance(checksums.get("tensors"), dict)
+        and isinstance(checksums.get("description"), int)
+    ):
+        raise corrupt("its checksum table is malformed: the header is corrupt")
+    text = metadata.get(_DESCRIPTION_KEY, "")
+    if zlib.crc32(text.encode("utf-8")) != checksums["description"]:
+        raise corrupt(
+            "its tinytensor description (the numbers, strings and structure around the "
+            "tensors) fails its checksum: the header was changed or corrupted"
+        )
+    expected = checksums["tensors"]
+    if set(expected) != set(arrays):
+        unlisted = sorted(set(arrays) ^ set(expected))
+        raise corrupt(
+            f"its tensors and its checksum table disagree on {unlisted[:5]}: a tensor "
+            "name in the header was changed or corrupted"
+        )
+    for tensor, array in arrays.items():
+        if tensor_checksum(array) != expected[tensor]:
+            raise corrupt(
+                f"tensor {tensor!r} fails its checksum: its bytes, dtype or shape changed "
+                "since it was saved (bit flip or partial overwrite)"
+            )
 
 
 def _device_map(map_location):
