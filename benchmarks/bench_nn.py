@@ -42,10 +42,10 @@ def step_torch(layer, x, **kw):
     return run
 
 
-def step_torch_mha(layer, x, mask):
-    def run():  # torch's MultiheadAttention takes (query, key, value) and returns a pair
+def step_mha(layer, x, mask):
+    def run():  # MultiheadAttention (torch's and ours) takes (query, key, value), returns a pair
         layer.zero_grad()
-        layer(x, x, x, attn_mask=mask)[0].sum().backward()
+        layer(x, x, x, attn_mask=mask, need_weights=False)[0].sum().backward()
 
     return run
 
@@ -56,6 +56,7 @@ def main():
     x_np = np.random.default_rng(0).standard_normal((B, T, D)).astype(np.float32)
     x_ours, x_torch = tt.tensor(x_np), torch.tensor(x_np)
     causal = torch.ones(T, T, dtype=torch.bool).triu(1)
+    causal_ours = tt.tensor(causal.numpy())  # PyTorch's convention: True = may not attend
     rows = [
         (
             "Linear 256->1024",
@@ -70,11 +71,29 @@ def main():
         (
             "Attention causal",
             step_ours(nn.Attention(D, H), x_ours, is_causal=True),
-            step_torch_mha(torch.nn.MultiheadAttention(D, H, batch_first=True), x_torch, causal),
+            step_mha(torch.nn.MultiheadAttention(D, H, batch_first=True), x_torch, causal),
+        ),
+        (
+            "MultiheadAttention causal",
+            step_mha(nn.MultiheadAttention(D, H, batch_first=True), x_ours, causal_ours),
+            step_mha(torch.nn.MultiheadAttention(D, H, batch_first=True), x_torch, causal),
         ),
         (
             "EncoderBlock",
             step_ours(nn.EncoderBlock(D, H, dropout=0.0), x_ours, is_causal=True),
+            step_torch(
+                torch.nn.TransformerEncoderLayer(D, H, 4 * D, dropout=0.0, batch_first=True),
+                x_torch,
+                src_mask=causal,
+            ),
+        ),
+        (
+            "TransformerEncoderLayer",
+            step_ours(
+                nn.TransformerEncoderLayer(D, H, 4 * D, dropout=0.0, batch_first=True),
+                x_ours,
+                src_mask=causal_ours,
+            ),
             step_torch(
                 torch.nn.TransformerEncoderLayer(D, H, 4 * D, dropout=0.0, batch_first=True),
                 x_torch,
