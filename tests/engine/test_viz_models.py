@@ -207,6 +207,16 @@ def test_token_ids_and_gather_indices_appear_as_inputs():
     assert (index_node[0], gather[0]) in edges
 
 
+def test_cross_entropy_targets_appear_as_inputs():
+    z = tt.randn(4, 3, requires_grad=True)
+    target = tt.tensor([0, 2, 1, 1])
+    nodes, edges, _ = graph_of(F.cross_entropy(z, target), params={"target": target})
+    drawn = [k for k, n in nodes.items() if n["label"] == "target\\n(4,) int64"]
+    loss_op = [k for k, n in nodes.items() if n["label"] == "CrossEntropy"]
+    assert len(drawn) == len(loss_op) == 1 and (drawn[0], loss_op[0]) in edges
+    assert nodes[drawn[0]]["fillcolor"] == "#fce5cd"  # an input, though named in params=
+
+
 def test_a_gpt_graph_starts_at_the_token_ids():
     model, idx, loss = tiny_gpt(2)
     nodes, edges, _ = graph_of(loss, params=model)

@@ -63,9 +63,9 @@ class CrossEntropy(Function):
     p - q, never by differentiating through log(softmax).
     """
 
-    def forward(
-        self, z, probs=None, target=None, ignore_index=-100, label_smoothing=0.0, reduction="mean"
-    ):
+    def forward(self, z, target, ignore_index=-100, label_smoothing=0.0, reduction="mean"):
+        # the target is an input (class ids get no gradient), so that a drawn graph holds it
+        probs, target = (target, None) if target.dtype.kind == "f" else (None, target)
         xp = get_array_module(z)
         m, c = z.shape
         log_p = _log_softmax(z, axis=1)
@@ -314,7 +314,8 @@ def cross_entropy(input, target, ignore_index=-100, reduction="mean", label_smoo
     if t.dtype.kind == "f":
         loss = CrossEntropy.apply(x2, probs, **options)
     else:
-        loss = CrossEntropy.apply(x2, target=t2, **options)
+        ids = t if t.ndim == 1 and t.dtype == t2.dtype else Tensor._wrap(t2, False, None)
+        loss = CrossEntropy.apply(x2, ids, **options)
     if reduction == "none":
         loss = loss.reshape(t.shape[:1] + (tuple(x.shape[1:-1]) if spatial else ()))
         if unbatched:
