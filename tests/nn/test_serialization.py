@@ -1,7 +1,13 @@
 """Checkpoints: tt.save / tt.load round trips, HF-compatible files, atomic writes, bad files."""
 
+import io
+import json
 import math
 import os
+import signal
+import subprocess
+import sys
+import zlib
 
 import numpy as np
 import pytest
@@ -275,3 +281,158 @@ def test_map_location_cuda_without_a_gpu_is_a_clear_error(tmp_path):
         tt.load(tmp_path / "c.st", map_location="cuda")
     with pytest.raises(TypeError, match="map_location"):
         tt.load(tmp_path / "c.st", map_location=lambda storage, location: storage)
+
+
+# ---- file objects, PyTorch's arguments -----------------------------------------------------------
+
+
+def test_save_and_load_through_file_objects_and_bytesio(tmp_path):
+    obj = {"model": every_dtype(), "step": 3}
+    buffer = io.BytesIO()
+    tt.save(obj, buffer)
+    buffer.seek(0)
+    assert_same(obj, tt.load(buffer))
+    with open(tmp_path / "c.st", "wb") as f:
+        tt.save(obj, f)
+    with open(tmp_path / "c.st", "rb") as f:
+        assert_same(obj, tt.load(f))
+    assert (tmp_path / "c.st").read_bytes() == buffer.getvalue()  # the same bytes either way
+    # a file tt.save wrote through a file object is a normal safetensors file
+    assert sorted(safetensors.numpy.load(buffer.getvalue())) == sorted(
+        f"model.{k}" for k in every_dtype()
+    )
+
+
+def test_load_accepts_pytorchs_arguments(tmp_path):
+    obj = {"w": tt.randn(2, 2), "n": 1}
+    tt.save(obj, tmp_path / "c.st")
+    for weights_only in (None, True, False):  # we never unpickle: all three load the same
+        assert_same(obj, tt.load(tmp_path / "c.st", map_location="cpu", weights_only=weights_only))
+    assert_same(obj, tt.load(tmp_path / "c.st", "cpu", mmap=True))
+    assert_same(obj, tt.load(tmp_path / "c.st", map_location={"cuda:0": "cpu"}))
+    with pytest.raises(TypeError, match="weights_only must be None, True or False, got 'yes'"):
+        tt.load(tmp_path / "c.st", weights_only="yes")
+    with pytest.raises(ValueError, match="map_location='tpu'"):
+        tt.load(tmp_path / "c.st", map_location="tpu")
+
+
+def test_map_location_dict_moves_cuda_tensors_to_the_cpu(tmp_path):
+    """A checkpoint saved on a GPU machine (its description says cuda:0) loads on a CPU one."""
+    tt.save({"w": tt.ones(2)}, tmp_path / "c.st")
+    data = (tmp_path / "c.st").read_bytes()
+    # rewrite the saved device, keeping the header length and the description checksum valid
+    header_len = int.from_bytes(data[:8], "little")
+    header = json.loads(data[8 : 8 + header_len])
+    meta = header["__metadata__"]
+    meta["tinytensor"] = meta["tinytensor"].replace('"device":"cpu"', '"device":"cuda:0"')
+    table = json.loads(meta["tinytensor_checksums"])
+    table["description"] = zlib.crc32(meta["tinytensor"].encode())
+    meta["tinytensor_checksums"] = json.dumps(table)
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    (tmp_path / "gpu.st").write_bytes(
+        len(text).to_bytes(8, "little") + text + data[8 + header_len :]
+    )
+    back = tt.load(tmp_path / "gpu.st", map_location={"cuda:0": "cpu"})
+    assert back["w"].device == "cpu"
+    if not tt.cuda.is_available():
+        with pytest.raises(RuntimeError, match="saved on cuda.*map_location='cpu'"):
+            tt.load(tmp_path / "gpu.st")
+
+
+def test_saving_a_module_or_optimizer_says_to_save_its_state_dict(tmp_path):
+    model = tt.nn.Linear(3, 2)
+    with pytest.raises(TypeError, match=r"whole Linear object.*model\.state_dict\(\)"):
+        tt.save(model, tmp_path / "m.st")
+    opt = tt.optim.SGD(model.parameters(), lr=0.1)
+    with pytest.raises(TypeError, match=r"whole SGD object.*optimizer\.state_dict\(\)"):
+        tt.save({"optim": opt}, tmp_path / "m.st")
+    assert not list(tmp_path.iterdir()), "a failed save must not leave files"
+    tt.save(model.state_dict(), tmp_path / "m.st")  # what the message says works
+    fresh = tt.nn.Linear(3, 2)
+    fresh.load_state_dict(tt.load(tmp_path / "m.st"))
+    np.testing.assert_array_equal(fresh.weight.numpy(), model.weight.numpy())
+
+
+def test_too_deeply_nested_objects_are_refused_on_save(tmp_path):
+    obj = [1]
+    for _ in range(100):
+        obj = [obj]
+    with pytest.raises(ValueError, match="more than 64 containers deep"):
+        tt.save(obj, tmp_path / "deep.st")
+
+
+def test_format_1_checkpoints_without_checksums_still_load(tmp_path):
+    description = '{"dict":[["w",{"tensor":"w","requires_grad":false,"device":"cpu"}],["step",7]]}'
+    metadata = {"format": "pt", "tinytensor": description, "tinytensor_version": "1"}
+    serialization.save_safetensors({"w": np.arange(3.0)}, tmp_path / "old.st", metadata)
+    back = tt.load(tmp_path / "old.st")
+    assert back["step"] == 7
+    np.testing.assert_array_equal(back["w"].numpy(), np.arange(3.0))
+
+
+def test_checkpoints_carry_a_crc32_per_tensor(tmp_path):
+    """The documented checksum: CRC-32 over f"{dtype}{shape}" then the little-endian bytes."""
+    w = np.arange(6, dtype=np.float32).reshape(2, 3)
+    tt.save({"w": tt.tensor(w)}, tmp_path / "c.st")
+    with safetensors.safe_open(str(tmp_path / "c.st"), "np") as f:
+        table = json.loads(f.metadata()["tinytensor_checksums"])
+        description = f.metadata()["tinytensor"]
+    expected = zlib.crc32(w.astype("<f4").tobytes(), zlib.crc32(b"F32[2, 3]"))
+    assert table == {"description": zlib.crc32(description.encode()), "tensors": {"w": expected}}
+
+
+# ---- kill -9 during a save ---------------------------------------------------------------------
+
+KILLED_SAVER = """
+import sys, time
+import tinytensor as tt
+from tinytensor.serialization import safetensors_format
+
+real_write = safetensors_format.write_array
+def write_half_then_hang(f, array):
+    real_write(f, array[: len(array) // 2])
+    f.flush()
+    print("mid-save", flush=True)
+    time.sleep(600)  # killed here, with SIGKILL: no finally, no cleanup runs
+safetensors_format.write_array = write_half_then_hang
+tt.save({"w": tt.zeros(100_000), "step": 2}, sys.argv[1])
+"""
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="SIGKILL is POSIX-only")
+def test_kill_9_mid_save_keeps_the_old_checkpoint_and_the_next_save_cleans_up(tmp_path):
+    path = tmp_path / "ckpt.safetensors"
+    old = {"w": tt.ones(100_000), "step": 1}
+    tt.save(old, path)
+    for _ in range(2):  # two killed saves: the second removes the first one's temp file
+        child = subprocess.Popen(
+            [sys.executable, "-c", KILLED_SAVER, str(path)], stdout=subprocess.PIPE, text=True
+        )
+        try:
+            assert child.stdout.readline().strip() == "mid-save", "the child never started saving"
+        finally:
+            child.send_signal(signal.SIGKILL)
+            child.wait(timeout=60)
+        assert child.returncode == -signal.SIGKILL
+    leftovers = [p.name for p in tmp_path.iterdir() if p.name != path.name]
+    assert len(leftovers) == 1 and leftovers[0].endswith(".tmp"), leftovers  # no pile-up
+    assert_same(old, tt.load(path))  # the kill never touched the checkpoint itself
+
+    new = {"w": tt.full((100_000,), 3.0), "step": 3}
+    tt.save(new, path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [path.name], "temp files were left"
+    assert_same(new, tt.load(path))
+
+
+def test_cleanup_spares_temp_files_of_live_saves_and_other_files(tmp_path):
+    path = tmp_path / "ckpt.st"
+    live = tmp_path / f".ckpt.st.{os.getpid()}-0123abcd.tmp"  # this process: still saving
+    other = tmp_path / ".other.st.999999999-0123abcd.tmp"  # another checkpoint's
+    mine = tmp_path / ".ckpt.st.notapid.tmp"  # not a name tt.save makes
+    for p in (live, other, mine):
+        p.write_bytes(b"x")
+    tt.save({"w": tt.ones(1)}, path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        [path.name, live.name, other.name, mine.name]
+    )
