@@ -1,4 +1,5 @@
-"""`tt.optim`: optimizers (SGD, Adam, AdamW), learning-rate schedules and gradient clipping.
+"""`tt.optim`: optimizers (SGD, Adam, AdamW, Adagrad, Adadelta, RMSprop), learning-rate schedules
+and gradient clipping.
 
     opt = tt.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.1)
     sched = tt.optim.lr_scheduler.get_cosine_schedule_with_warmup(opt, 100, 5000)
@@ -10,9 +11,12 @@ Names, arguments and update rules are PyTorch's (`torch.optim`), so training scr
 """
 
 from . import lr_scheduler
+from .adadelta import Adadelta
+from .adagrad import Adagrad
 from .adam import Adam, AdamW
 from .clip import clip_grad_norm_, clip_grad_value_
 from .optimizer import Optimizer
+from .rmsprop import RMSprop
 from .sgd import SGD
 
 __all__ = [
@@ -20,6 +24,9 @@ __all__ = [
     "SGD",
     "Adam",
     "AdamW",
+    "Adagrad",
+    "Adadelta",
+    "RMSprop",
     "lr_scheduler",
     "clip_grad_norm_",
     "clip_grad_value_",

@@ -15,6 +15,7 @@ of them recursively from the previous lr, which agrees with the closed form to r
 
 from __future__ import annotations
 
+import bisect
 import math
 
 __all__ = [
@@ -22,6 +23,11 @@ __all__ = [
     "LambdaLR",
     "StepLR",
     "CosineAnnealingLR",
+    "ExponentialLR",
+    "LinearLR",
+    "OneCycleLR",
+    "ReduceLROnPlateau",
+    "SequentialLR",
     "get_constant_schedule_with_warmup",
     "get_linear_schedule_with_warmup",
     "get_cosine_schedule_with_warmup",
@@ -65,7 +71,12 @@ class LRScheduler:
     def step(self) -> None:
         """Advances the schedule by one step and sets every group's lr."""
         self._step_count += 1
-        self.last_epoch += 1
+        self._set_epoch(self.last_epoch + 1)
+
+    def _set_epoch(self, epoch: int) -> None:
+        """Moves the schedule to step `epoch` and sets every group's lr (our schedules are
+        closed-form in the step, so this is also how SequentialLR restarts one at 0)."""
+        self.last_epoch = epoch
         lrs = self.get_lr()
         for group, lr in zip(self.optimizer.param_groups, lrs):
             group["lr"] = lr
@@ -157,6 +168,371 @@ class CosineAnnealingLR(LRScheduler):
     def get_lr(self):
         cosine = (1 + math.cos(math.pi * self.last_epoch / self.T_max)) / 2
         return [self.eta_min + (base - self.eta_min) * cosine for base in self.base_lrs]
+
+
+class ExponentialLR(LRScheduler):
+    """lr = initial_lr * gamma ** last_epoch: decays by gamma every step.
+
+    Example:
+        >>> sched = tt.optim.lr_scheduler.ExponentialLR(opt, gamma=0.95)
+    """
+
+    def __init__(self, optimizer, gamma: float, last_epoch: int = -1):
+        if not gamma > 0:
+            raise ValueError(f"ExponentialLR: gamma must be positive, got gamma={gamma}")
+        self.gamma = gamma
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self):
+        return [base * self.gamma**self.last_epoch for base in self.base_lrs]
+
+
+class LinearLR(LRScheduler):
+    """lr = initial_lr * factor, the factor going linearly from `start_factor` to `end_factor`
+    over `total_iters` steps and staying there:
+
+        factor = start + (end - start) * min(last_epoch, total_iters) / total_iters
+
+    Example (a warmup from lr/10 over 100 steps):
+        >>> sched = tt.optim.lr_scheduler.LinearLR(opt, start_factor=0.1, total_iters=100)
+    """
+
+    def __init__(
+        self,
+        optimizer,
+        start_factor: float = 1.0 / 3,
+        end_factor: float = 1.0,
+        total_iters: int = 5,
+        last_epoch: int = -1,
+    ):
+        if not 0 < start_factor <= 1:
+            raise ValueError(
+                f"LinearLR: start_factor must be in (0, 1], got start_factor={start_factor}"
+            )
+        if not 0 <= end_factor <= 1:
+            raise ValueError(f"LinearLR: end_factor must be in [0, 1], got end_factor={end_factor}")
+        if int(total_iters) != total_iters or total_iters < 1:
+            raise ValueError(
+                f"LinearLR: total_iters must be a positive integer, got total_iters={total_iters}"
+            )
+        self.start_factor, self.end_factor = start_factor, end_factor
+        self.total_iters = int(total_iters)
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self):
+        progress = min(self.last_epoch, self.total_iters) / self.total_iters
+        factor = self.start_factor + (self.end_factor - self.start_factor) * progress
+        return [base * factor for base in self.base_lrs]
+
+
+def _per_group(name, where, optimizer, value) -> list:
+    """One value per parameter group: a list of that length, or one value repeated."""
+    groups = optimizer.param_groups
+    if isinstance(value, (list, tuple)):
+        if len(value) != len(groups):
+            raise ValueError(
+                f"{where}: expected {len(groups)} values of {name} (one per parameter group), "
+                f"got {len(value)}"
+            )
+        return list(value)
+    return [value] * len(groups)
+
+
+class OneCycleLR(LRScheduler):
+    """The 1cycle policy (Smith & Topin 2018): lr rises from max_lr/div_factor to max_lr over
+    the first `pct_start` of the steps, then anneals to max_lr/(div_factor·final_div_factor);
+    momentum (or Adam's beta1) moves the opposite way, between max_momentum and base_momentum.
+
+    Phases (as PyTorch): warm up to step pct_start·total - 1, anneal to step total - 1; with
+    `three_phase`, warm up, come back down symmetrically to the initial lr, then anneal to the
+    minimum. Within a phase, 'cos': end + (start - end)(1 + cos(π·pct))/2; 'linear': a line.
+    Call `step()` after every batch; stepping more than `total_steps` times raises.
+
+    Args:
+        optimizer: the optimizer (its `lr` is replaced; `momentum` or `betas` must exist if
+            `cycle_momentum`).
+        max_lr: the peak lr, one value or one per group.
+        total_steps: the number of steps, or give `epochs` and `steps_per_epoch`.
+        pct_start: the fraction of the steps spent warming up.
+        anneal_strategy: 'cos' or 'linear'.
+        cycle_momentum, base_momentum, max_momentum: the momentum cycle (per group or one).
+        div_factor: initial lr = max_lr / div_factor.
+        final_div_factor: final lr = initial lr / final_div_factor.
+        three_phase: the three-phase schedule above.
+
+    Example:
+        >>> sched = OneCycleLR(opt, max_lr=0.01, epochs=10, steps_per_epoch=len(loader))
+    """
+
+    def __init__(
+        self,
+        optimizer,
+        max_lr,
+        total_steps=None,
+        epochs=None,
+        steps_per_epoch=None,
+        pct_start=0.3,
+        anneal_strategy="cos",
+        cycle_momentum=True,
+        base_momentum=0.85,
+        max_momentum=0.95,
+        div_factor=25.0,
+        final_div_factor=1e4,
+        three_phase=False,
+        last_epoch=-1,
+    ):
+        where = "OneCycleLR"
+        if not hasattr(optimizer, "param_groups"):
+            raise TypeError(f"{where}: expected an optimizer, got {type(optimizer).__name__}")
+        if total_steps is not None:
+            if int(total_steps) != total_steps or total_steps <= 0:
+                raise ValueError(
+                    f"{where}: total_steps must be a positive integer, "
+                    f"got total_steps={total_steps}"
+                )
+            self.total_steps = int(total_steps)
+        elif epochs is not None and steps_per_epoch is not None:
+            for name, value in (("epochs", epochs), ("steps_per_epoch", steps_per_epoch)):
+                if int(value) != value or value <= 0:
+                    raise ValueError(
+                        f"{where}: {name} must be a positive integer, got {name}={value}"
+                    )
+            self.total_steps = int(epochs) * int(steps_per_epoch)
+        else:
+            raise ValueError(f"{where}: give total_steps, or epochs and steps_per_epoch")
+        if not 0 <= pct_start <= 1 or not isinstance(pct_start, (int, float)):
+            raise ValueError(f"{where}: pct_start must be in [0, 1], got pct_start={pct_start}")
+        if anneal_strategy not in ("cos", "linear"):
+            raise ValueError(
+                f"{where}: anneal_strategy must be 'cos' or 'linear', got "
+                f"anneal_strategy={anneal_strategy!r}"
+            )
+        self.anneal_strategy, self.three_phase = anneal_strategy, three_phase
+        # (last step of the phase, lr from, lr to, momentum from, momentum to), by group keys
+        warmup_end = float(pct_start * self.total_steps) - 1
+        if three_phase:
+            self._phases = [
+                (warmup_end, "initial_lr", "max_lr", "max_momentum", "base_momentum"),
+                (2 * warmup_end, "max_lr", "initial_lr", "base_momentum", "max_momentum"),
+                (self.total_steps - 1, "initial_lr", "min_lr", "max_momentum", "max_momentum"),
+            ]
+        else:
+            self._phases = [
+                (warmup_end, "initial_lr", "max_lr", "max_momentum", "base_momentum"),
+                (self.total_steps - 1, "max_lr", "min_lr", "base_momentum", "max_momentum"),
+            ]
+        max_lrs = _per_group("max_lr", where, optimizer, max_lr)
+        if last_epoch == -1:
+            for top, group in zip(max_lrs, optimizer.param_groups):
+                group["initial_lr"] = top / div_factor
+                group["max_lr"] = top
+                group["min_lr"] = group["initial_lr"] / final_div_factor
+        self.cycle_momentum = cycle_momentum
+        if cycle_momentum:
+            defaults = getattr(optimizer, "defaults", {})
+            if "momentum" not in defaults and "betas" not in defaults:
+                raise ValueError(
+                    f"{where}: cycle_momentum=True needs an optimizer with momentum or betas, got "
+                    f"{type(optimizer).__name__} (pass cycle_momentum=False)"
+                )
+            self.use_beta1 = "betas" in defaults
+            tops = _per_group("max_momentum", where, optimizer, max_momentum)
+            bases = _per_group("base_momentum", where, optimizer, base_momentum)
+            if last_epoch == -1:
+                for top, base, group in zip(tops, bases, optimizer.param_groups):
+                    self._set_momentum(group, top)
+                    group["max_momentum"], group["base_momentum"] = top, base
+        super().__init__(optimizer, last_epoch)
+
+    def _set_momentum(self, group, value):
+        if self.use_beta1:
+            group["betas"] = (value, *group["betas"][1:])
+        else:
+            group["momentum"] = value
+
+    def _anneal(self, start, end, pct):
+        if self.anneal_strategy == "cos":
+            return end + (start - end) / 2.0 * (math.cos(math.pi * pct) + 1)
+        return (end - start) * pct + start
+
+    def get_lr(self):
+        step = self.last_epoch
+        if step > self.total_steps:
+            raise ValueError(
+                f"OneCycleLR: stepped {step} times, but total_steps is {self.total_steps}"
+            )
+        lrs = []
+        for group in self.optimizer.param_groups:
+            start_step = 0.0
+            for i, (end_step, lr_from, lr_to, m_from, m_to) in enumerate(self._phases):
+                if step <= end_step or i == len(self._phases) - 1:
+                    pct = (step - start_step) / (end_step - start_step)
+                    lrs.append(self._anneal(group[lr_from], group[lr_to], pct))
+                    if self.cycle_momentum:
+                        self._set_momentum(group, self._anneal(group[m_from], group[m_to], pct))
+                    break
+                start_step = end_step
+        return lrs
+
+
+class ReduceLROnPlateau(LRScheduler):
+    """Multiplies the lr by `factor` when a metric has stopped improving for `patience` steps.
+
+    Call `step(metric)` once per evaluation (e.g. with the validation loss). A value is an
+    improvement when, for mode='min', it is below best·(1 - threshold) ('rel') or best -
+    threshold ('abs') (above, for 'max'). After `patience` steps without one the lr becomes
+    max(lr·factor, min_lr) (unchanged if that moves it by no more than `eps`), and the next
+    `cooldown` steps are not counted.
+
+    Example:
+        >>> sched = ReduceLROnPlateau(opt, mode="min", factor=0.5, patience=2)
+        >>> for epoch in range(epochs):
+        ...     train(); sched.step(validate())
+    """
+
+    def __init__(
+        self,
+        optimizer,
+        mode="min",
+        factor=0.1,
+        patience=10,
+        threshold=1e-4,
+        threshold_mode="rel",
+        cooldown=0,
+        min_lr=0,
+        eps=1e-8,
+    ):
+        where = "ReduceLROnPlateau"
+        if not hasattr(optimizer, "param_groups"):
+            raise TypeError(f"{where}: expected an optimizer, got {type(optimizer).__name__}")
+        if factor >= 1.0:
+            raise ValueError(f"{where}: factor must be < 1.0, got factor={factor}")
+        if mode not in ("min", "max"):
+            raise ValueError(f"{where}: mode must be 'min' or 'max', got mode={mode!r}")
+        if threshold_mode not in ("rel", "abs"):
+            raise ValueError(
+                f"{where}: threshold_mode must be 'rel' or 'abs', got threshold_mode="
+                f"{threshold_mode!r}"
+            )
+        self.optimizer = optimizer
+        self.factor, self.patience, self.cooldown, self.eps = factor, patience, cooldown, eps
+        self.mode, self.threshold, self.threshold_mode = mode, threshold, threshold_mode
+        self.min_lrs = _per_group("min_lr", where, optimizer, min_lr)
+        self.last_epoch = 0
+        self._last_lr = [group["lr"] for group in optimizer.param_groups]
+        self.best = math.inf if mode == "min" else -math.inf
+        self.cooldown_counter = 0
+        self.num_bad_epochs = 0
+
+    @property
+    def in_cooldown(self) -> bool:
+        return self.cooldown_counter > 0
+
+    def is_better(self, value, best) -> bool:
+        if self.mode == "min":
+            if self.threshold_mode == "rel":
+                return value < best * (1.0 - self.threshold)
+            return value < best - self.threshold
+        if self.threshold_mode == "rel":
+            return value > best * (1.0 + self.threshold)
+        return value > best + self.threshold
+
+    def step(self, metrics, epoch=None) -> None:
+        """Records one value of the watched metric (a number or a one-element Tensor)."""
+        current = float(metrics)
+        self.last_epoch = self.last_epoch + 1 if epoch is None else epoch
+        if self.is_better(current, self.best):
+            self.best, self.num_bad_epochs = current, 0
+        else:
+            self.num_bad_epochs += 1
+        if self.in_cooldown:
+            self.cooldown_counter -= 1
+            self.num_bad_epochs = 0  # bad steps during the cooldown do not count
+        if self.num_bad_epochs > self.patience:
+            for group, min_lr in zip(self.optimizer.param_groups, self.min_lrs):
+                old = float(group["lr"])
+                new = max(old * self.factor, min_lr)
+                if old - new > self.eps:
+                    group["lr"] = new
+            self.cooldown_counter = self.cooldown
+            self.num_bad_epochs = 0
+        self._last_lr = [group["lr"] for group in self.optimizer.param_groups]
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        """Restores the state saved by `state_dict()` (the lr is the optimizer's to restore)."""
+        self.__dict__.update(state_dict)
+
+
+class SequentialLR(LRScheduler):
+    """Runs `schedulers` one after another: the i-th takes over (restarted at its step 0) at
+    step `milestones[i - 1]`.
+
+    Example (linear warmup over 100 steps, then cosine decay):
+        >>> warmup = LinearLR(opt, start_factor=0.01, total_iters=100)
+        >>> decay = CosineAnnealingLR(opt, T_max=900)
+        >>> sched = SequentialLR(opt, [warmup, decay], milestones=[100])
+    """
+
+    def __init__(self, optimizer, schedulers, milestones, last_epoch: int = -1):
+        where = "SequentialLR"
+        schedulers, milestones = list(schedulers), list(milestones)
+        if not schedulers:
+            raise ValueError(f"{where}: expected at least one scheduler, got none")
+        for i, sched in enumerate(schedulers):
+            if isinstance(sched, ReduceLROnPlateau):
+                raise ValueError(
+                    f"{where}: schedulers[{i}] is a ReduceLROnPlateau, whose step needs the "
+                    "metric; it cannot run in a sequence"
+                )
+            if getattr(sched, "optimizer", None) is not optimizer:
+                raise ValueError(
+                    f"{where}: schedulers[{i}] ({type(sched).__name__}) belongs to another "
+                    "optimizer; all must share the one given"
+                )
+        if len(milestones) != len(schedulers) - 1:
+            raise ValueError(
+                f"{where}: {len(schedulers)} schedulers need {len(schedulers) - 1} milestones, "
+                f"got milestones={milestones}"
+            )
+        self._schedulers, self._milestones = schedulers, milestones
+        self.optimizer = optimizer
+        self.last_epoch = last_epoch + 1
+        # Each scheduler's constructor took a step; undo them and start the one in charge.
+        for group in optimizer.param_groups:
+            group["lr"] = group["initial_lr"]
+        for sched in schedulers:
+            sched.last_epoch -= 1
+        first = schedulers[bisect.bisect_right(milestones, 0)]
+        first._step_count = 0
+        first.step()
+        self._last_lr = first.get_last_lr()
+
+    def step(self) -> None:
+        self.last_epoch += 1
+        i = bisect.bisect_right(self._milestones, self.last_epoch)
+        sched = self._schedulers[i]
+        if i > 0 and self._milestones[i - 1] == self.last_epoch:
+            sched._set_epoch(0)  # the next scheduler starts from its own step 0
+        else:
+            sched.step()
+        self._last_lr = sched.get_last_lr()
+
+    def state_dict(self) -> dict:
+        state = {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "_schedulers")}
+        state["_schedulers"] = [sched.state_dict() for sched in self._schedulers]
+        return state
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        state = dict(state_dict)
+        saved = state.pop("_schedulers")
+        self.__dict__.update(state)
+        for sched, sched_state in zip(self._schedulers, saved):
+            sched.load_state_dict(sched_state)
+        # the sequence's position decides whose lr is current
+        current = self._schedulers[bisect.bisect_right(self._milestones, self.last_epoch)]
+        for group, lr in zip(self.optimizer.param_groups, current.get_last_lr()):
+            group["lr"] = lr
+        self._last_lr = current.get_last_lr()
 
 
 # ---- HuggingFace's schedules (transformers.optimization), as LambdaLR multipliers ---------------
