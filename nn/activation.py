@@ -13,10 +13,10 @@ class ReLU(Module):
 
     def __init__(self, inplace=False):
         super().__init__()
-        self.inplace = inplace  # accepted for PyTorch compatibility; the result is always new
+        self.inplace = inplace  # as PyTorch: modify x itself (a recorded in-place op)
 
     def forward(self, x):
-        return relu(x)
+        return x.relu_() if self.inplace else relu(x)
 
 
 class LeakyReLU(Module):

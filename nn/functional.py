@@ -7,7 +7,9 @@ gradients come from the ops' VJPs).
 
 from __future__ import annotations
 
-from tinytensor.creation import arange, zeros_like
+import numpy as np
+
+from tinytensor.creation import arange, ones_like, zeros_like
 from tinytensor.ops import (  # noqa: F401 - re-exported
     clamp,
     dropout,
@@ -17,7 +19,6 @@ from tinytensor.ops import (  # noqa: F401 - re-exported
     linear,
     log_softmax,
     one_hot,
-    relu,
     rms_norm,
     scaled_dot_product_attention,
     sigmoid,
@@ -27,6 +28,8 @@ from tinytensor.ops import (  # noqa: F401 - re-exported
     tanh,
 )
 from tinytensor.ops import cross_entropy as _fused_cross_entropy
+from tinytensor.ops import relu as _relu
+from tinytensor.ops import where as _where
 from tinytensor.tensor import Tensor
 
 _REDUCTIONS = ("mean", "sum", "none")
@@ -40,6 +43,16 @@ def _reduce(losses, reduction, op):
     if reduction == "none":
         return losses
     raise ValueError(f"{op}: reduction must be one of {_REDUCTIONS}, got {reduction!r}")
+
+
+def _legacy_reduction(size_average, reduce, reduction):
+    """PyTorch's deprecated `size_average`/`reduce` flags, where a program still passes them:
+    reduce=False -> 'none', size_average=False -> 'sum', otherwise 'mean'."""
+    if size_average is None and reduce is None:
+        return reduction
+    if reduce is not None and not reduce:
+        return "none"
+    return "sum" if size_average is not None and not size_average else "mean"
 
 
 def _check_pair(input, target, op):  # noqa: A002 - PyTorch's argument name
@@ -66,6 +79,53 @@ def l1_loss(input, target, reduction="mean"):  # noqa: A002
     """Mean absolute error: |input - target|, reduced. NOTE: d|x|/dx at 0 is 0 (as PyTorch)."""
     _check_pair(input, target, "l1_loss")
     return _reduce((input - target).abs(), reduction, "l1_loss")
+
+
+def smooth_l1_loss(
+    input,  # noqa: A002
+    target,
+    size_average=None,
+    reduce=None,
+    reduction="mean",
+    beta=1.0,
+):
+    """Smooth L1 (Fast R-CNN): with d = input - target,
+    0.5·d²/β where |d| < β, |d| - 0.5·β elsewhere; β = 0 is the L1 loss. Reduced as `mse_loss`.
+
+    Example:
+        >>> F.smooth_l1_loss(boxes, target_boxes, beta=1.0)
+    """
+    _check_pair(input, target, "smooth_l1_loss")
+    if beta < 0:
+        raise ValueError(f"smooth_l1_loss: beta must be non-negative, got beta={beta}")
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    diff = (input - target).abs()
+    if beta == 0:
+        return _reduce(diff, reduction, "smooth_l1_loss")
+    losses = _where(diff < beta, diff * diff * (0.5 / beta), diff - 0.5 * beta)
+    return _reduce(losses, reduction, "smooth_l1_loss")
+
+
+def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):  # noqa: A002
+    """Huber loss: with d = input - target, 0.5·d² where |d| < δ, δ·(|d| - 0.5·δ) elsewhere
+    (= δ · smooth_l1_loss with β = δ). `weight` (input's shape) rescales each element.
+
+    Example:
+        >>> F.huber_loss(q_values, td_targets, delta=1.0)
+    """
+    _check_pair(input, target, "huber_loss")
+    if delta <= 0:
+        raise ValueError(f"huber_loss: delta must be positive, got delta={delta}")
+    diff = (input - target).abs()
+    losses = _where(diff < delta, diff * diff * 0.5, (diff - 0.5 * delta) * delta)
+    if weight is not None:
+        if not isinstance(weight, Tensor) or tuple(weight.shape) != tuple(input.shape):
+            raise ValueError(
+                f"huber_loss: weight must have the input's shape {tuple(input.shape)}, got "
+                f"{tuple(weight.shape) if isinstance(weight, Tensor) else type(weight).__name__}"
+            )
+        losses = losses * weight
+    return _reduce(losses, reduction, "huber_loss")
 
 
 def cross_entropy(
@@ -174,6 +234,44 @@ def nll_loss(input, target, weight=None, ignore_index=-100, reduction="mean"):  
     return losses.sum() / picked_weight.sum()  # NOTE: 0/0 = nan if all ignored, as PyTorch
 
 
+def kl_div(
+    input,  # noqa: A002
+    target,
+    size_average=None,
+    reduce=None,
+    reduction="mean",
+    log_target=False,
+):
+    """Kullback-Leibler divergence KL(target ‖ model) with `input` = the model's log-probabilities:
+
+        pointwise = target · (log target - input)          (0 where target = 0: 0·log 0 = 0)
+                  = exp(target) · (target - input)          with log_target=True
+
+    Reductions: 'batchmean' (the mathematical KL: sum / input.shape[0]), 'sum', 'none', and
+    'mean' (sum / number of elements, PyTorch's default, which is *not* the KL divergence).
+
+    Example:
+        >>> F.kl_div(F.log_softmax(student, -1), F.softmax(teacher, -1), reduction="batchmean")
+    """
+    _check_pair(input, target, "kl_div")
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    if log_target:
+        pointwise = target.exp() * (target - input)
+    else:
+        # NOTE: log of 1 where target is 0, so that 0·log 0 is 0 in the value and the gradient
+        positive = target > 0
+        safe_log = _where(positive, target, ones_like(target)).log()
+        pointwise = target * (safe_log - input)
+    if reduction == "batchmean":
+        batch = input.shape[0] if input.ndim > 0 else 1
+        return pointwise.sum() / batch
+    if reduction not in _REDUCTIONS:
+        raise ValueError(
+            f"kl_div: reduction must be one of {_REDUCTIONS + ('batchmean',)}, got {reduction!r}"
+        )
+    return _reduce(pointwise, reduction, "kl_div")
+
+
 def _log_sigmoid_pair(x):
     """(log σ(x), log(1 - σ(x))) = log_softmax over [0, x]; stable for any x.
 
@@ -210,6 +308,38 @@ def binary_cross_entropy_with_logits(
     return _reduce(losses, reduction, "binary_cross_entropy_with_logits")
 
 
+def binary_cross_entropy(
+    input,  # noqa: A002
+    target,
+    weight=None,
+    size_average=None,
+    reduce=None,
+    reduction="mean",
+):
+    """Binary cross-entropy of probabilities `input` in [0, 1]:
+
+        loss = -weight · (y·log x + (1 - y)·log(1 - x)),  each log clamped at -100 (as PyTorch)
+
+    The clamp keeps x = 0 or 1 finite. Prefer `binary_cross_entropy_with_logits` on logits: a
+    sigmoid followed by this loss loses precision in the tails.
+    """
+    _check_pair(input, target, "binary_cross_entropy")
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    inside = (input >= 0) & (input <= 1)
+    if not bool(inside.all()):
+        raise ValueError(
+            "binary_cross_entropy: all elements of input should be between 0 and 1 (they are "
+            f"probabilities), got values in [{input.min().item()}, {input.max().item()}]"
+        )
+    with np.errstate(divide="ignore"):  # log 0 = -inf is expected here: the clamp handles it
+        log_p = clamp(input.log(), min=-100.0)
+        log_not_p = clamp((1 - input).log(), min=-100.0)
+    losses = -(target * log_p + (1 - target) * log_not_p)
+    if weight is not None:
+        losses = losses * weight
+    return _reduce(losses, reduction, "binary_cross_entropy")
+
+
 def normalize(input, p=2.0, dim=1, eps=1e-12):  # noqa: A002
     """x / max(‖x‖_p, eps) along `dim`, as `torch.nn.functional.normalize`.
 
@@ -225,6 +355,33 @@ def normalize(input, p=2.0, dim=1, eps=1e-12):  # noqa: A002
         total = (input.abs() ** p).sum(dim=dim, keepdim=True)
         norm = clamp(total, min=eps**p) ** (1.0 / p)
     return input / norm
+
+
+def cosine_similarity(x1, x2, dim=1, eps=1e-8):
+    """cos(x1, x2) = Σ x1·x2 / (max(‖x1‖, eps) · max(‖x2‖, eps)) along `dim`, after
+    broadcasting x1 and x2 (as PyTorch, each vector is normalized first: the result stays in
+    [-1, 1]).
+
+    Shape: x1 (*, D, *) and x2 broadcastable to it; the result drops `dim`.
+
+    Example:
+        >>> F.cosine_similarity(queries, keys, dim=-1)       # (N, D), (N, D) -> (N,)
+    """
+    for name, t in (("x1", x1), ("x2", x2)):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"cosine_similarity: {name} must be a Tensor, got {type(t).__name__}")
+    try:
+        shape = np.broadcast_shapes(tuple(x1.shape), tuple(x2.shape))
+    except ValueError:
+        raise ValueError(
+            f"cosine_similarity: x1 {tuple(x1.shape)} and x2 {tuple(x2.shape)} do not broadcast"
+        ) from None
+    if not -len(shape) <= dim < max(len(shape), 1):
+        raise IndexError(
+            f"cosine_similarity: dim={dim} is out of range for broadcast shape {shape}"
+        )
+    x1, x2 = x1.expand(*shape), x2.expand(*shape)
+    return (normalize(x1, dim=dim, eps=eps) * normalize(x2, dim=dim, eps=eps)).sum(dim=dim)
 
 
 def info_nce(a, b, temperature=0.07, symmetric=True, reduction="mean"):
@@ -277,6 +434,11 @@ def softplus(input, beta=1.0, threshold=20.0):  # noqa: A002
 def logsigmoid(input):  # noqa: A002
     """log σ(x) = -softplus(-x), stable in both tails."""
     return -softplus(-input)
+
+
+def relu(input, inplace=False):  # noqa: A002 - PyTorch's argument name
+    """max(x, 0); `inplace=True` modifies `input` (a recorded in-place op, as PyTorch)."""
+    return input.relu_() if inplace else _relu(input)
 
 
 def leaky_relu(input, negative_slope=0.01):  # noqa: A002

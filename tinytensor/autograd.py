@@ -10,6 +10,7 @@ unless `retain_graph=True`.
 from __future__ import annotations
 
 from .backend import get_array_module
+from .inplace import check_saved_versions
 from .tensor import Tensor
 
 
@@ -30,30 +31,41 @@ def sum_to(grad, shape):
 
 
 def _topological_order(root):
-    """The non-leaf tensors `root` depends on, inputs before outputs; built without recursion."""
-    order, seen = [], set()
-    stack = [(root, False)]
+    """The nodes `root` depends on, inputs before outputs; built without recursion.
+
+    Edges are `node.parents` (each input's producing node *when the node was recorded*), so an
+    in-place op that later gave a tensor a new node does not reroute earlier consumers.
+    Also returns the tensors that want their gradient seen (retain_grad or hooks) by node.
+    """
+    order, seen, watched = [], set(), {}
+    top = root._ctx
+    if root._retains_grad or root._hooks:
+        watched[id(top)] = root
+    stack = [(top, False)]
     pop, push, visit = stack.pop, stack.append, seen.add
     while stack:
-        t, expanded = pop()
+        node, expanded = pop()
         if expanded:
-            order.append(t)
+            order.append(node)
             continue
-        key = id(t)
+        key = id(node)
         if key in seen:
             continue
         visit(key)
-        inputs = t._ctx.inputs
+        inputs = node.inputs
         if inputs is None:
             raise RuntimeError(
-                f"backward: the graph through {t._ctx.name} was already freed by an earlier "
+                f"backward: the graph through {node.name} was already freed by an earlier "
                 "backward; pass retain_graph=True to the first backward to go through it twice"
             )
-        push((t, True))
-        for x in inputs:
-            if x._ctx is not None and id(x) not in seen:
-                push((x, False))
-    return order
+        push((node, True))
+        for x, parent in zip(inputs, node.parents):
+            if parent is not None:
+                if (x._retains_grad or x._hooks) and x._ctx is parent:
+                    watched[id(parent)] = x
+                if id(parent) not in seen:
+                    push((parent, False))
+    return order, watched
 
 
 def _seed(root, gradient):
@@ -75,17 +87,63 @@ def _seed(root, gradient):
     return g.astype(data.dtype, copy=False)
 
 
-def _accumulate_leaf(t, g):
-    grad = t.grad
+def _run_grad_hooks(t, g):
+    """PyTorch's Tensor.register_hook: each hook may return a replacement gradient."""
+    for hook in t._hooks["grad"]:
+        new = hook(_wrap(g, False, None))
+        if new is not None:
+            g = new._array if isinstance(new, Tensor) else new
+    return g
+
+
+def _add_to_grad(t, g):
+    grad = t._grad
     if grad is None:
         # A copy: the same array may be handed to several leaves (x + y gives both g), and a
         # later in-place update of one .grad must not change another.
-        t.grad = _wrap(g.copy(), False, None)
+        t._grad = _wrap(g.copy(), False, None)
     else:
         grad._array = grad._array + g
 
 
+def _accumulate_leaf(t, g):
+    if t._hooks:
+        g = _run_grad_hooks(t, g)
+    _add_to_grad(t, g)
+    if t._hooks:
+        for hook in t._hooks["post_accumulate"]:
+            hook(t)
+
+
 _wrap = Tensor._wrap
+_trace = None  # the list of a running backward_trace(), else None
+
+
+class BackwardStep:
+    """One node's vector-Jacobian product as it ran: what arrived, and what it sent on."""
+
+    __slots__ = ("node", "grad_output", "input_grads")
+
+    def __init__(self, node, grad_output, input_grads):
+        self.node, self.grad_output, self.input_grads = node, grad_output, input_grads
+
+
+class backward_trace:
+    """`with tt.autograd.backward_trace() as trace: loss.backward()` records, in the order
+    backward ran them, one `BackwardStep` per node (`trace.steps`): for teaching and the
+    graph explorer. Costs nothing when not used."""
+
+    def __init__(self):
+        self.steps = []
+
+    def __enter__(self):
+        global _trace
+        self._previous, _trace = _trace, self.steps
+        return self
+
+    def __exit__(self, *exc):
+        global _trace
+        _trace = self._previous
 
 
 def backward(root, gradient=None, retain_graph=False):
@@ -99,22 +157,31 @@ def backward(root, gradient=None, retain_graph=False):
         _accumulate_leaf(root, g)
         return
     # NOTE: the hot path of every training step: locals over attribute lookups throughout.
-    grads = {id(root): g}
+    order, watched = _topological_order(root)
+    grads = {id(root._ctx): g}
     pop_grad = grads.pop
-    for t in reversed(_topological_order(root)):
-        g = pop_grad(id(t), None)
-        ctx = t._ctx
+    trace = _trace
+    for ctx in reversed(order):
+        key = id(ctx)
+        g = pop_grad(key, None)
         if g is None:  # no path from root carries a gradient through this node
             if not retain_graph:
                 ctx.release()
             continue
-        if t._retains_grad:
-            _accumulate_leaf(t, g)
+        if key in watched:
+            t = watched[key]
+            if t._hooks:
+                g = _run_grad_hooks(t, g)
+            if t._retains_grad:
+                _add_to_grad(t, g)
+        if ctx.saved_versions:
+            check_saved_versions(ctx)
         input_grads = ctx.backward(g)
         if input_grads.__class__ is not tuple:
             input_grads = (input_grads,)
         needs = ctx.needs_input_grad
-        for i, (x, gx) in enumerate(zip(ctx.inputs, input_grads)):
+        sent = [None] * len(needs) if trace is not None else None
+        for i, (x, parent, gx) in enumerate(zip(ctx.inputs, ctx.parents, input_grads)):
             if gx is None or not needs[i]:
                 continue
             data = x._array
@@ -128,11 +195,15 @@ def backward(root, gradient=None, retain_graph=False):
                     )
             if gx.dtype != data.dtype:
                 gx = gx.astype(data.dtype)
-            if x._ctx is None:
+            if sent is not None:
+                sent[i] = gx
+            if parent is None:
                 _accumulate_leaf(x, gx)
             else:
-                key = id(x)
-                grads[key] = gx if key not in grads else grads[key] + gx
+                pkey = id(parent)
+                grads[pkey] = gx if pkey not in grads else grads[pkey] + gx
+        if sent is not None:
+            trace.append(BackwardStep(ctx, g, tuple(sent)))
         if not retain_graph:
             ctx.release()
 
@@ -142,9 +213,9 @@ def _leaves(root):
     if root._ctx is None:
         return [root] if root.requires_grad else []
     found = {}
-    for t in _topological_order(root):
-        for x in t._ctx.inputs:
-            if x._ctx is None and x.requires_grad:
+    for node in _topological_order(root)[0]:
+        for x, parent in zip(node.inputs, node.parents):
+            if parent is None and x.requires_grad:
                 found[id(x)] = x
     return list(found.values())
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 
+from .inplace import record_saved_versions, version_counter
 from .tensor import Tensor, devices_mismatch_error
 
 _grad_enabled = True
@@ -30,8 +31,11 @@ class Function:
 
     broadcasts = False
     differentiable = True
+    may_alias = False  # forward may return a view of input 0 (reshape, permute, getitem, ...)
     inputs = None  # the input Tensors while the node is alive; None once backward freed it
+    parents = ()  # each input's producing node when this one was recorded (None for leaves)
     needs_input_grad = ()
+    saved_versions = ()  # (counter, version, which) of each tensor whose memory backward reads
     module = None  # the nn.Module whose forward created this node, if any (graph drawing)
 
     def __init_subclass__(cls, **kwargs):
@@ -55,19 +59,32 @@ class Function:
         for a in arrays:
             if a.__class__ is not kind:
                 raise devices_mismatch_error(cls.__name__, inputs)
+        records = False
+        if _grad_enabled and cls.differentiable:
+            needs = tuple([t.requires_grad for t in inputs])
+            if True in needs:  # set before forward, so an op can save only what backward reads
+                records = True
+                ctx.needs_input_grad = needs
         try:
             out = ctx.forward(*arrays, **params)
         except (ValueError, TypeError, IndexError) as e:
             raise _op_error(cls.__name__, inputs, e) from e
-        if _grad_enabled and cls.differentiable:
-            needs = tuple([t.requires_grad for t in inputs])
-            if True in needs:
-                ctx.inputs = inputs
-                ctx.needs_input_grad = needs
-                if _module_stack:
-                    ctx.module = _module_stack[-1]
-                return _wrap(out, True, ctx)
-        return _wrap(out, False, None)
+        result = None
+        if records:
+            ctx.inputs = inputs
+            ctx.parents = tuple([t._ctx for t in inputs])
+            if _module_stack:
+                ctx.module = _module_stack[-1]
+            result = _wrap(out, True, ctx)
+            record_saved_versions(ctx, arrays, inputs, out, result)
+        if result is None:
+            result = _wrap(out, False, None)
+        if cls.may_alias and out.__class__ is kind and shares_memory(out, arrays[0]):
+            # a view shares its base's version counter, and knows its base (PyTorch's ._base)
+            base = inputs[0]
+            result._version_counter = version_counter(base)
+            result._base = base if base._base is None else base._base
+        return result
 
     def release(self):
         """Drops the saved arrays and the links to the inputs (after backward)."""
@@ -79,6 +96,12 @@ class Function:
 
 
 _wrap = Tensor._wrap
+
+
+def shares_memory(a, b) -> bool:
+    """Whether two backend arrays are views of one storage (NumPy/CuPy collapse view chains)."""
+    root_a = a if a.base is None else a.base
+    return root_a is (b if b.base is None else b.base)
 
 
 def _op_error(name, inputs, error):

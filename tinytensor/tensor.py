@@ -71,14 +71,25 @@ class Tensor:
         device: 'cpu' or 'cuda'.
     """
 
-    __slots__ = ("_array", "requires_grad", "grad", "_ctx", "_retains_grad", "__weakref__")
+    __slots__ = (
+        "_array",  # the numpy/cupy array (`.data` is PyTorch's alias Tensor of it)
+        "requires_grad",
+        "_grad",  # `.grad`, set through a property that checks shape, dtype and device
+        "_ctx",  # the Function node that made this tensor; None for leaves
+        "_retains_grad",
+        "_version_counter",  # shared by all views of one storage; created on first need
+        "_base",  # the tensor this one is a view of (None if it owns its storage)
+        "_hooks",  # {"grad": [...], "post_accumulate": [...]} once a hook is registered
+        "__weakref__",
+    )
     __array_priority__ = 1000  # numpy scalars defer to our operators: np.float32(2) * x is a Tensor
 
     def __init__(self, data, requires_grad=False, dtype=None, device=None):
         self._array = _as_array(data, dtype, device)
-        self.grad = None
+        self._grad = None
         self._ctx = None
         self._retains_grad = False
+        self._version_counter = self._base = self._hooks = None
         self.requires_grad = False
         if requires_grad:
             self.requires_grad_(True)
@@ -90,10 +101,93 @@ class Tensor:
         # NumPy returns scalars (np.float32) from full reductions; a Tensor always holds an array
         t._array = np.asarray(array) if isinstance(array, np.generic) else array
         t.requires_grad = requires_grad
-        t.grad = None
+        t._grad = None
         t._ctx = ctx
         t._retains_grad = False
+        t._version_counter = t._base = t._hooks = None
         return t
+
+    # ---- .data, .grad and the version counter -----------------------------------------------
+
+    @property
+    def data(self) -> Tensor:
+        """PyTorch's `.data`: a tensor sharing this one's memory, outside the graph.
+
+        Writes through it change this tensor without autograd knowing (it has a version counter
+        of its own), which is what optimizers and initializers want: `p.data.add_(-lr * g)`.
+        """
+        return Tensor._wrap(self._array, False, None)
+
+    @data.setter
+    def data(self, value):
+        if not isinstance(value, Tensor):
+            raise TypeError(f"data: expected a Tensor, got {type(value).__name__}")
+        self._array = value._array
+        self._version_counter = None  # another storage
+
+    @property
+    def grad(self):
+        """dL/dself accumulated by backward (a Tensor of this tensor's shape), or None."""
+        return self._grad
+
+    @grad.setter
+    def grad(self, value):
+        if value is not None:
+            if not isinstance(value, Tensor):
+                raise TypeError(f"grad: expected a Tensor or None, got {type(value).__name__}")
+            problem = (
+                "shape"
+                if value.shape != self.shape
+                else "dtype"
+                if value.dtype != self.dtype
+                else "device"
+                if value.device != self.device
+                else None
+            )
+            if problem:
+                raise RuntimeError(
+                    f"grad: the assigned gradient has {problem} "
+                    f"{getattr(value, problem)}, but the tensor has {problem} "
+                    f"{getattr(self, problem)}; a gradient must match its tensor exactly"
+                )
+        self._grad = value
+
+    @property
+    def _version(self) -> int:
+        """How many times this tensor's storage was modified in place (PyTorch's `_version`)."""
+        counter = self._version_counter
+        return 0 if counter is None else counter.value
+
+    def _bump_version(self, op="an in-place update") -> None:
+        """Marks the storage as modified (for code that writes into `_array` directly)."""
+        _inplace.version_counter(self).bump(op)
+
+    # ---- hooks -------------------------------------------------------------------------------
+
+    def register_hook(self, hook):
+        """hook(grad) -> new grad or None, called when dL/dself is computed (PyTorch's)."""
+        if not self.requires_grad:
+            raise RuntimeError(
+                "register_hook: cannot register a hook on a tensor that doesn't require grad"
+            )
+        return self._add_hook("grad", hook)
+
+    def register_post_accumulate_grad_hook(self, hook):
+        """hook(tensor), called on a leaf after backward accumulated into its `.grad`."""
+        if self._ctx is not None:
+            raise RuntimeError(
+                "register_post_accumulate_grad_hook: only leaf tensors can have this hook"
+            )
+        return self._add_hook("post_accumulate", hook)
+
+    def _add_hook(self, kind, hook):
+        if not callable(hook):
+            raise TypeError(f"register_hook: hook must be callable, got {type(hook).__name__}")
+        if self._hooks is None:
+            self._hooks = {"grad": [], "post_accumulate": []}
+        hooks = self._hooks[kind]
+        hooks.append(hook)
+        return _HookHandle(hooks, hook)
 
     # ---- properties -------------------------------------------------------------------------
 
@@ -177,16 +271,13 @@ class Tensor:
         self._retains_grad = True
 
     def detach(self) -> Tensor:
-        """The same data, cut from the graph."""
-        return Tensor._wrap(self._array, False, None)
+        """The same memory, cut from the graph (in-place changes stay visible to autograd)."""
+        out = Tensor._wrap(self._array, False, None)
+        out._version_counter = _inplace.version_counter(self)
+        return out
 
     def detach_(self) -> Tensor:
         self._ctx, self.requires_grad = None, False
-        return self
-
-    def zero_(self) -> Tensor:
-        self._check_inplace("zero_")
-        self._array[...] = 0
         return self
 
     # ---- conversion -------------------------------------------------------------------------
@@ -248,7 +339,8 @@ class Tensor:
         return self.to(other.dtype)
 
     def contiguous(self) -> Tensor:
-        return self
+        """self when already C-contiguous, else a copy (writing into it leaves self alone)."""
+        return self if self._array.flags.c_contiguous else _ops.clone(self)
 
     def clone(self) -> Tensor:
         return _ops.clone(self)
@@ -278,6 +370,17 @@ class Tensor:
     def __float__(self):
         return builtins.float(self.item())
 
+    def __format__(self, spec):
+        """f"{loss:.4f}" formats a one-element tensor as its number, as PyTorch."""
+        if self._array.size == 1 and spec:
+            return format(self.item(), spec)
+        return format(str(self), spec)
+
+    def __round__(self, ndigits=None):
+        if self._array.size == 1:
+            return builtins.round(self.item(), ndigits)
+        return self.round(decimals=ndigits or 0)
+
     def __int__(self):
         return builtins.int(self.item())
 
@@ -288,75 +391,101 @@ class Tensor:
 
     __hash__ = object.__hash__  # identity: tensors go in sets and dicts (e.g. optimizer state)
 
-    # ---- in-place (no graph; for initializers and optimizers) -------------------------------
+    # ---- in-place ops (tinytensor/inplace.py: version counters, graph nodes) --------------
 
-    def _check_inplace(self, op):
-        from .function import is_grad_enabled
-
-        if self.requires_grad and is_grad_enabled() and self._ctx is None:
-            raise RuntimeError(
-                f"{op}: a leaf tensor that requires grad cannot be modified in place while "
-                "gradients are recorded; wrap the update in `with tt.no_grad():`"
-            )
-
-    def _inplace(self, op, value):
-        self._check_inplace(op)
-        value = value._array if isinstance(value, Tensor) else value
-        return value
+    def _inplace(self, op, fn, *args, **kwargs):
+        return _inplace.apply_inplace(self, op, fn, *args, **kwargs)
 
     def copy_(self, src) -> Tensor:
-        src = self._inplace("copy_", src)
-        self._array[...] = move_array(get_array_module(src).asarray(src), self.device)
-        return self
+        if not isinstance(src, Tensor):
+            src = Tensor(src, dtype=self.dtype, device=self.device)
+        if src.device != self.device:
+            src = src.detach().to(self.device)
+        return self._inplace("copy_", _copy_into, src)
 
     def fill_(self, value) -> Tensor:
-        self._array[...] = self._inplace("fill_", value)
-        return self
+        return self._inplace("fill_", _fill_like, value)
+
+    def zero_(self) -> Tensor:
+        return self._inplace("zero_", _fill_like, 0)
 
     def add_(self, other, alpha=1) -> Tensor:
-        other = self._inplace("add_", other)
-        self._array += other * alpha if alpha != 1 else other
-        return self
+        return self._inplace("add_", _ops.torch_extras.add, other, alpha=alpha)
 
     def sub_(self, other, alpha=1) -> Tensor:
-        return self.add_(other, alpha=-alpha)
+        return self._inplace("sub_", _ops.torch_extras.sub, other, alpha=alpha)
 
     def mul_(self, other) -> Tensor:
-        self._array *= self._inplace("mul_", other)
-        return self
+        return self._inplace("mul_", _ops.mul, other)
 
     def div_(self, other) -> Tensor:
-        self._array /= self._inplace("div_", other)
-        return self
+        return self._inplace("div_", _ops.div, other)
+
+    def pow_(self, exponent) -> Tensor:
+        return self._inplace("pow_", _ops.pow, exponent)
+
+    def neg_(self) -> Tensor:
+        return self._inplace("neg_", _ops.neg)
+
+    def exp_(self) -> Tensor:
+        return self._inplace("exp_", _ops.exp)
+
+    def sqrt_(self) -> Tensor:
+        return self._inplace("sqrt_", _ops.sqrt)
+
+    def tanh_(self) -> Tensor:
+        return self._inplace("tanh_", _ops.tanh)
+
+    def sigmoid_(self) -> Tensor:
+        return self._inplace("sigmoid_", _ops.sigmoid)
+
+    def relu_(self) -> Tensor:
+        return self._inplace("relu_", _ops.relu)
+
+    def abs_(self) -> Tensor:
+        return self._inplace("abs_", _ops.abs)
 
     def clamp_(self, min=None, max=None) -> Tensor:  # noqa: A002 - PyTorch's argument names
-        self._check_inplace("clamp_")
-        get_array_module(self._array).clip(self._array, min, max, out=self._array)
-        return self
+        return self._inplace("clamp_", _ops.clamp, min, max)
+
+    clip_ = clamp_
+
+    def masked_fill_(self, mask, value) -> Tensor:
+        return self._inplace("masked_fill_", _ops.masked_fill, mask, value)
 
     def normal_(self, mean=0.0, std=1.0, generator=None) -> Tensor:
         from .random import normal_array
 
-        self._check_inplace("normal_")
-        self._array[...] = normal_array(self.shape, self.dtype, self.device, mean, std, generator)
-        return self
+        values = normal_array(self.shape, self.dtype, self.device, mean, std, generator)
+        return self._inplace("normal_", _fill_like, Tensor._wrap(values, False, None))
 
     def uniform_(self, a=0.0, b=1.0, generator=None) -> Tensor:
         from .random import uniform_array
 
-        self._check_inplace("uniform_")
-        self._array[...] = uniform_array(self.shape, self.dtype, self.device, a, b, generator)
-        return self
+        values = uniform_array(self.shape, self.dtype, self.device, a, b, generator)
+        return self._inplace("uniform_", _fill_like, Tensor._wrap(values, False, None))
 
     def __setitem__(self, index, value):
-        self._check_inplace("__setitem__")
-        if self._ctx is not None or self.requires_grad:
-            raise RuntimeError(
-                "__setitem__: assigning into a tensor that is part of a graph would corrupt "
-                "its gradients; build a new tensor with tt.where or masked_fill instead"
-            )
         index = _ops.normalize_index(index, "__setitem__")
-        self._array[index] = value._array if isinstance(value, Tensor) else value
+        if not isinstance(value, Tensor):
+            value = Tensor(value, dtype=self.dtype, device=self.device)
+        if _inplace.needs_graph(self, "__setitem__", (value,)):
+            self._inplace("__setitem__", _ops.setitem, index, value)
+        else:  # a plain write of the selected elements only (loops of x[i] = v stay O(1) each)
+            _inplace.write_selected(self, index, value._array, "__setitem__")
+
+    # x += y modifies x, as in PyTorch (and so raises on a leaf that requires grad)
+    def __iadd__(self, other):
+        return self.add_(other)
+
+    def __isub__(self, other):
+        return self.sub_(other)
+
+    def __imul__(self, other):
+        return self.mul_(other)
+
+    def __itruediv__(self, other):
+        return self.div_(other)
 
     # ---- operators --------------------------------------------------------------------------
 
@@ -730,9 +859,6 @@ class Tensor:
     def is_cuda(self) -> bool:
         return self.device.type == "cuda"
 
-    def masked_fill_(self, mask, value) -> Tensor:
-        return self.copy_(_ops.masked_fill(self.detach(), mask, value))
-
     def _new(self, make, size, dtype, requires_grad):
         from . import creation
 
@@ -759,6 +885,36 @@ class Tensor:
         return Tensor(data, requires_grad, dtype or self.dtype, self.device)
 
 
+class _HookHandle:
+    """What register_hook returns: `.remove()` unregisters the hook."""
+
+    __slots__ = ("hooks", "hook")
+
+    def __init__(self, hooks, hook):
+        self.hooks, self.hook = hooks, hook
+
+    def remove(self):
+        if self.hook in self.hooks:
+            self.hooks.remove(self.hook)
+
+
+def _copy_into(x, src):
+    """The out-of-place op behind copy_: src broadcast to x's shape and dtype (gradient to src)."""
+    if src.dtype != x.dtype:
+        src = _ops.cast(src, x.dtype)
+    return _ops.clone(_ops.expand(src, x.shape) if src.shape != x.shape else src)
+
+
+def _fill_like(x, value):
+    """The op behind fill_/zero_/normal_: x's shape filled with value (a number or tensor)."""
+    if isinstance(value, Tensor) and value.requires_grad:
+        return _copy_into(x, value)
+    array = value._array if isinstance(value, Tensor) else value
+    xp = get_array_module(x._array)
+    return Tensor._wrap(xp.broadcast_to(xp.asarray(array, x.dtype), x.shape), False, None)
+
+
+from . import inplace as _inplace  # noqa: E402
 from . import ops as _ops  # noqa: E402 - the ops import Tensor, so they come after it
 
 _autograd = None  # tinytensor.autograd, bound by the first Tensor.backward call

@@ -44,6 +44,13 @@ class OpCase:
         return f"{self.op}-{self.label}"
 
 
+def _set(x, index, value):
+    """x[index] = value on a copy (the recorded in-place op behind Tensor.__setitem__)."""
+    y = x * 1.0
+    y[index] = value
+    return y
+
+
 def leaf(rng, *shape, low=-2.0, high=2.0, grad=True):
     """A float64 leaf of uniform values in [low, high)."""
     return tt.tensor(rng.uniform(low, high, size=shape), dtype=tt.float64, requires_grad=grad)
@@ -288,6 +295,16 @@ add(
 
 add(
     _case("GetItem", "int", lambda r: [leaf(r, 3, 4)], lambda x: x[1]),
+    _case("SetItem", "slice", lambda r: [leaf(r, 3, 4), leaf(r, 4)], lambda x, v: _set(x, 1, v)),
+    _case(
+        "SetItem", "broadcast", lambda r: [leaf(r, 3, 4), leaf(r, 1)], lambda x, v: _set(x, 0, v)
+    ),
+    _case(
+        "SetItem",
+        "int-array",
+        lambda r: [leaf(r, 5, 2), leaf(r, 2, 2)],
+        lambda x, v: _set(x, tt.tensor([0, 3]), v),
+    ),
     _case("GetItem", "neg-int", lambda r: [leaf(r, 3, 4)], lambda x: x[-1, 2]),
     _case("GetItem", "slices", lambda r: [leaf(r, 4, 5)], lambda x: x[1:, ::2]),
     _case("GetItem", "neg-step", lambda r: [leaf(r, 5)], lambda x: x[::-2]),

@@ -230,7 +230,7 @@ def test_autograd_grad_matches_torch_and_leaves_grad_alone(torch):
     for lib in (torch, tt):
         x = lib.tensor(SIGNED, requires_grad=True)
         w = lib.tensor(POS, requires_grad=True)
-        w.grad = lib.ones(3, 4)
+        w.grad = lib.ones(3, 4, dtype=w.dtype)
         hidden = x * w
         y = (hidden * hidden).sum()
         gx, gh = lib.autograd.grad(y, [x, hidden], retain_graph=True)

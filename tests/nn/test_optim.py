@@ -336,7 +336,7 @@ def test_clip_grad_norm_nonfinite_and_value_clipping(torch):
         tt.optim.clip_grad_norm_(w, 1.0, error_if_nonfinite=True)
 
     g = np.array([-3.0, 0.5, 2.0])
-    w.grad, ref = tt.tensor(g), torch.zeros(3, requires_grad=True)
+    w.grad, ref = tt.tensor(g, dtype=tt.float32), torch.zeros(3, requires_grad=True)
     ref.grad = torch.tensor(g)
     tt.optim.clip_grad_value_([w], 1.0)
     torch.nn.utils.clip_grad_value_([ref], 1.0)

@@ -52,6 +52,7 @@ from .movement import (
     permute,
     repeat_interleave,
     reshape,
+    setitem,
     split,
     squeeze,
     stack,

@@ -11,6 +11,7 @@ import math
 from .. import dtypes
 from ..backend import get_array_module, is_cupy_array
 from ..function import Function
+from ..kernels.cpu.dispatch import kernels_for
 from ..tensor import Tensor
 from ._util import as_tensor_like, binary_operands
 
@@ -57,7 +58,10 @@ class Mul(Function):
     broadcasts = True
 
     def forward(self, x, y):
-        self.x, self.y = x, y
+        needs = self.needs_input_grad
+        if needs:  # keep only what backward reads (as PyTorch: in-place changes elsewhere are fine)
+            self.x = x if needs[1] else None
+            self.y = y if needs[0] else None
         return x * y
 
     def backward(self, g):
@@ -73,7 +77,9 @@ class Div(Function):
     broadcasts = True
 
     def forward(self, x, y):
-        self.x, self.y = x, y
+        needs = self.needs_input_grad
+        self.x = x if needs and needs[1] else None  # only dL/dy reads x
+        self.y = y
         return x / y
 
     def backward(self, g):
@@ -243,11 +249,11 @@ class Relu(Function):
     """z = max(x, 0);  dL/dx = g·[x > 0].  NOTE: relu'(0) = 0, as PyTorch."""
 
     def forward(self, x):
-        self.mask = x > 0
-        return x * self.mask
+        self.z = x * (x > 0)  # saves its output, as PyTorch (so relu_ on it is caught)
+        return self.z
 
     def backward(self, g):
-        return g * self.mask
+        return g * (self.z > 0)
 
 
 _SQRT_2_OVER_PI = math.sqrt(2 / math.pi)
@@ -264,6 +270,10 @@ class Gelu(Function):
     def forward(self, x, approximate="none"):
         xp = get_array_module(x)
         self.x, self.approximate = x, approximate
+        self.fused = kernels_for("gelu", x)
+        if self.fused:  # one pass (kernels/cpu/gelu.py), keeping tanh(...) or Φ(x) as below
+            z, self.saved = self.fused.gelu_forward(x, approximate)
+            return z
         if approximate == "tanh":
             # NOTE: x * x * x, not x**3: NumPy sends a float power of 3 to powf, ~50x slower.
             # In place on one fresh temporary: the same operations in the same order as
@@ -284,6 +294,9 @@ class Gelu(Function):
 
     def backward(self, g):
         x = self.x
+        if self.fused:
+            g = get_array_module(g).ascontiguousarray(g, dtype=x.dtype)
+            return self.fused.gelu_backward(x, self.saved, g, self.approximate)
         if self.approximate == "tanh":
             # NOTE: g·(½(1 + t) + ½x·(1 - t²)·√(2/π)(1 + 3·0.044715x²)) computed in place on
             # fresh temporaries, operation for operation (same rounding, ~30% faster).
@@ -408,6 +421,8 @@ class Cast(Function):
 
 class ToDevice(Function):
     """z = x copied to another device;  dL/dx = g copied back."""
+
+    may_alias = True  # to the device x is already on: x itself, as PyTorch
 
     def forward(self, x, device=None):
         from ..backend import device_of, move_array

@@ -27,6 +27,8 @@ def _shape_arg(shape):
 class Reshape(Function):
     """z = x with a new shape;  dL/dx = g reshaped back."""
 
+    may_alias = True  # a view when the strides allow it, as torch.reshape
+
     def forward(self, x, shape=()):
         self.shape = x.shape
         return x.reshape(shape)
@@ -37,6 +39,8 @@ class Reshape(Function):
 
 class Permute(Function):
     """z = x with dimensions reordered by `dims`;  dL/dx = g permuted by the inverse order."""
+
+    may_alias = True
 
     def forward(self, x, dims=()):
         # the inverse permutation; plain Python is ~5x cheaper than np.argsort on a short tuple
@@ -51,6 +55,7 @@ class Expand(Function):
     """z = x broadcast to `shape` (a view);  dL/dx = g summed back by the engine."""
 
     broadcasts = True
+    may_alias = True
 
     def forward(self, x, shape=()):
         return get_array_module(x).broadcast_to(x, shape)
@@ -66,7 +71,11 @@ def _has_arrays(index) -> bool:
 class GetItem(Function):
     """z = x[index];  dL/dx = g scattered into zeros at `index`, duplicates adding up."""
 
+    may_alias = True  # basic indexing gives a view; integer/bool arrays give a copy
+
     def forward(self, x, index=()):
+        if not builtins.any(i is Ellipsis for i in index):
+            index = (*index, Ellipsis)  # x[0] of a 1-D x: a 0-d view, as PyTorch (not a copy)
         self.shape, self.dtype, self.index = x.shape, x.dtype, index
         return x[index]
 
@@ -82,6 +91,31 @@ class GetItem(Function):
         else:
             np.add.at(gx, self.index, g)
         return gx
+
+
+class SetItem(Function):
+    """z = x with z[index] = v (the op behind `x[index] = v`);
+    dL/dx = g with g[index] = 0,  dL/dv = g[index] summed back to v's shape."""
+
+    def forward(self, x, v, index=()):
+        self.index, self.v_shape = index, v.shape
+        out = x.copy()
+        out[index] = v
+        return out
+
+    def backward(self, g):
+        gx = gv = None
+        if self.needs_input_grad[0]:
+            gx = g.copy()
+            gx[self.index] = 0
+        if self.needs_input_grad[1]:
+            gv = g[self.index]
+            if gv.shape != self.v_shape:  # v was broadcast into the selected region
+                lead = gv.ndim - len(self.v_shape)
+                gv = gv.sum(axis=tuple(range(lead))) if lead > 0 else gv
+                axes = tuple(i for i, n in enumerate(self.v_shape) if n == 1 and gv.shape[i] != 1)
+                gv = gv.sum(axis=axes, keepdims=True).reshape(self.v_shape)
+        return gx, gv
 
 
 class Gather(Function):
@@ -248,6 +282,14 @@ def getitem(x, index):
         return GetItem.apply(x, index=index)
     except IndexError as e:
         raise IndexError(f"getitem: {e} (tensor shape {x.shape})") from None
+
+
+def setitem(x, index, value):
+    """x with x[index] = value, out of place (Tensor.__setitem__ writes it back in place)."""
+    try:
+        return SetItem.apply(x, value, index=index)
+    except (IndexError, ValueError) as e:
+        raise type(e)(f"__setitem__: {e} (tensor shape {x.shape})") from None
 
 
 def gather(x, dim, index):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import builtins
 
 from ..backend import get_array_module, is_cupy_array
-from ..function import Function
+from ..function import Function, shares_memory
 from ..tensor import Tensor
 from . import elementwise as ew
 from . import movement as mv
@@ -379,7 +379,8 @@ def index_select(x, dim, index):
 def flip(x, dims):
     dims = dims if isinstance(dims, (tuple, list)) else (dims,)
     axes = {normalize_dim(d, x.ndim, "flip") for d in dims}
-    return x[tuple(slice(None, None, -1) if i in axes else slice(None) for i in range(x.ndim))]
+    view = x[tuple(slice(None, None, -1) if i in axes else slice(None) for i in range(x.ndim))]
+    return ew.clone(view)  # NOTE: a copy, as torch.flip (NumPy's flip would be a view)
 
 
 def roll(x, shifts, dims=None):
@@ -387,13 +388,15 @@ def roll(x, shifts, dims=None):
         return roll(mv.reshape(x, -1), shifts, 0).reshape(x.shape)
     shifts = shifts if isinstance(shifts, (tuple, list)) else (shifts,)
     dims = dims if isinstance(dims, (tuple, list)) else (dims,)
+    out = x
     for s, d in zip(shifts, dims, strict=True):
         d = normalize_dim(d, x.ndim, "roll")
         n = x.shape[d]
         s = s % n if n else 0
         if s:
-            x = mv.cat([narrow(x, d, n - s, s), narrow(x, d, 0, n - s)], dim=d)
-    return x
+            out = mv.cat([narrow(out, d, n - s, s), narrow(out, d, 0, n - s)], dim=d)
+    # NOTE: a whole-turn roll is still a new tensor, as in PyTorch: writing into it leaves x alone
+    return out if out is not x else ew.clone(x)
 
 
 def repeat(x, *sizes):
@@ -407,7 +410,9 @@ def repeat(x, *sizes):
     interleaved = tuple(v for n in shape for v in (1, n))
     target = tuple(v for r, n in zip(sizes, shape, strict=True) for v in (r, n))
     tiled = mv.expand(mv.reshape(x, interleaved), target)
-    return mv.reshape(tiled, tuple(r * n for r, n in zip(sizes, shape, strict=True)))
+    out = mv.reshape(tiled, tuple(r * n for r, n in zip(sizes, shape, strict=True)))
+    # NOTE: always new memory, as torch.repeat (all-one repeats would otherwise be a view of x)
+    return ew.clone(out) if shares_memory(out._array, x._array) else out
 
 
 def tile(x, dims):

@@ -140,6 +140,12 @@ class Optimizer:
         with no_grad():
             for group in self.param_groups:
                 self._update_group(group)
+                # The updates write into p._array: mark each updated parameter modified, so a
+                # backward through a graph built before this step raises instead of silently
+                # using the new weights (PyTorch's version counter does the same).
+                for p in group["params"]:
+                    if p.grad is not None:
+                        p._bump_version(f"{type(self).__name__}.step")
         return loss
 
     def _update_group(self, group: dict) -> None:
