@@ -29,7 +29,7 @@ def rounded(x: float) -> float | None:
     return float(f"{x:.{_DIGITS}g}")
 
 
-def summarize(array) -> dict:
+def summarize(array, histogram: bool = True) -> dict:
     """Statistics and histogram of `array` (any shape, any dtype).
 
     Returns a dict with `min`, `max`, `mean`, `std` of the finite entries (population std, as
@@ -42,30 +42,40 @@ def summarize(array) -> dict:
         a = a.astype(np.int8)
     a = a.astype(np.float64, copy=False).reshape(-1)
     finite_mask = np.isfinite(a)
-    nan = int(np.isnan(a).sum())
-    inf = int(a.size - nan - finite_mask.sum())
-    finite = a if nan + inf == 0 else a[finite_mask]
-    out = {"size": int(a.size), "nan": nan, "inf": inf}
+    finite_count = int(np.count_nonzero(finite_mask))
+    nan = int(np.count_nonzero(np.isnan(a))) if finite_count < a.size else 0
+    out = {"size": int(a.size), "nan": nan, "inf": int(a.size - finite_count - nan)}
+    finite = a if finite_count == a.size else a[finite_mask]
     if finite.size == 0:
         out.update(min=None, max=None, mean=None, std=None, norm=None, hist=None)
         return out
     lo, hi = float(finite.min()), float(finite.max())
+    mean = float(finite.mean())
+    sum_sq = float(np.dot(finite, finite))
+    centered = finite - mean
     out.update(
         min=rounded(lo),
         max=rounded(hi),
-        mean=rounded(finite.mean()),
-        std=rounded(finite.std()),
-        norm=rounded(np.sqrt(np.dot(finite, finite))),
+        mean=rounded(mean),
+        std=rounded(np.sqrt(np.dot(centered, centered) / finite.size)),
+        norm=rounded(np.sqrt(sum_sq)),
     )
-    if lo == hi:  # one value: one full bin, drawn as a single bar
-        counts = [int(finite.size)]
-    else:
-        counts = np.histogram(finite, bins=HISTOGRAM_BINS, range=(lo, hi))[0].tolist()
-    out["hist"] = {"lo": rounded(lo), "hi": rounded(hi), "counts": counts}
+    if histogram:
+        out["hist"] = {"lo": rounded(lo), "hi": rounded(hi), "counts": _histogram(finite, lo, hi)}
     return out
+
+
+def _histogram(finite, lo, hi):
+    """Counts in HISTOGRAM_BINS equal bins over [lo, hi] (the last one closed, as NumPy's);
+    a bincount, several times faster than np.histogram on the many small arrays of a model."""
+    if lo == hi:  # one value: one full bin, drawn as a single bar
+        return [int(finite.size)]
+    scaled = (finite - lo) * (HISTOGRAM_BINS / (hi - lo))
+    bins = np.minimum(scaled.astype(np.int64), HISTOGRAM_BINS - 1)
+    return np.bincount(bins, minlength=HISTOGRAM_BINS).tolist()
 
 
 def brief(array) -> dict:
     """The few numbers a backward step shows for one gradient: norm, min, max, mean."""
-    s = summarize(array)
+    s = summarize(array, histogram=False)
     return {key: s[key] for key in ("norm", "min", "max", "mean", "nan", "inf")}
