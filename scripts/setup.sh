@@ -13,6 +13,15 @@ if ! command -v dot >/dev/null 2>&1; then
   fi
 fi
 
+# Headless Chromium and its WebDriver run the graph explorer's browser tests (tests/explore).
+if ! command -v chromedriver >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    apt-get update -qq && apt-get install -y -qq chromium chromium-driver >/dev/null 2>&1
+  else
+    echo "note: chromium/chromedriver are missing; the explorer's browser tests will skip" >&2
+  fi
+fi
+
 # torch is pinned and installed before transformers: an unpinned torch pulls a multi-GB CUDA build.
 "$PY" -m pip install -q --disable-pip-version-check "torch==2.13.0"
 "$PY" -m pip install -q --disable-pip-version-check -e ".[test,reference]"
