@@ -47,9 +47,9 @@ class NLLLoss(Module):
 class MSELoss(Module):
     """`F.mse_loss(input, target, reduction)`."""
 
-    def __init__(self, reduction="mean"):
+    def __init__(self, size_average=None, reduce=None, reduction="mean"):
         super().__init__()
-        self.reduction = reduction
+        self.reduction = F._legacy_reduction(size_average, reduce, reduction)
 
     def forward(self, input, target):  # noqa: A002
         return F.mse_loss(input, target, reduction=self.reduction)
@@ -58,9 +58,9 @@ class MSELoss(Module):
 class L1Loss(Module):
     """`F.l1_loss(input, target, reduction)`."""
 
-    def __init__(self, reduction="mean"):
+    def __init__(self, size_average=None, reduce=None, reduction="mean"):
         super().__init__()
-        self.reduction = reduction
+        self.reduction = F._legacy_reduction(size_average, reduce, reduction)
 
     def forward(self, input, target):  # noqa: A002
         return F.l1_loss(input, target, reduction=self.reduction)
@@ -93,3 +93,62 @@ class InfoNCELoss(Module):
         return F.info_nce(
             a, b, temperature=self.temperature, symmetric=self.symmetric, reduction=self.reduction
         )
+
+
+class KLDivLoss(Module):
+    """`F.kl_div(log_probs, target, reduction, log_target)`; use reduction='batchmean' for the
+    KL divergence itself (PyTorch's default 'mean' also divides by the number of classes)."""
+
+    def __init__(self, size_average=None, reduce=None, reduction="mean", log_target=False):
+        super().__init__()
+        self.reduction = F._legacy_reduction(size_average, reduce, reduction)
+        self.log_target = log_target
+
+    def forward(self, input, target):  # noqa: A002
+        return F.kl_div(input, target, reduction=self.reduction, log_target=self.log_target)
+
+
+class BCELoss(Module):
+    """`F.binary_cross_entropy(probs, target, weight, reduction)`; `weight` is a buffer."""
+
+    def __init__(self, weight=None, size_average=None, reduce=None, reduction="mean"):
+        super().__init__()
+        self.reduction = F._legacy_reduction(size_average, reduce, reduction)
+        self.register_buffer("weight", weight)
+
+    def forward(self, input, target):  # noqa: A002
+        return F.binary_cross_entropy(input, target, weight=self.weight, reduction=self.reduction)
+
+
+class SmoothL1Loss(Module):
+    """`F.smooth_l1_loss(input, target, reduction, beta)`."""
+
+    def __init__(self, size_average=None, reduce=None, reduction="mean", beta=1.0):
+        super().__init__()
+        self.reduction = F._legacy_reduction(size_average, reduce, reduction)
+        self.beta = beta
+
+    def forward(self, input, target):  # noqa: A002
+        return F.smooth_l1_loss(input, target, reduction=self.reduction, beta=self.beta)
+
+
+class HuberLoss(Module):
+    """`F.huber_loss(input, target, reduction, delta)`."""
+
+    def __init__(self, reduction="mean", delta=1.0):
+        super().__init__()
+        self.reduction, self.delta = reduction, delta
+
+    def forward(self, input, target):  # noqa: A002
+        return F.huber_loss(input, target, reduction=self.reduction, delta=self.delta)
+
+
+class CosineSimilarity(Module):
+    """`F.cosine_similarity(x1, x2, dim, eps)`."""
+
+    def __init__(self, dim=1, eps=1e-8):
+        super().__init__()
+        self.dim, self.eps = dim, eps
+
+    def forward(self, x1, x2):
+        return F.cosine_similarity(x1, x2, dim=self.dim, eps=self.eps)
