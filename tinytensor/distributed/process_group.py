@@ -5,13 +5,15 @@
     dist.get_rank(), dist.get_world_size()     # (0..3, 4)
 
 Rank and world size come from the launcher (mpiexec sets them for MPI; the NCCL backend reads
-PMI_RANK/OMPI_COMM_WORLD_RANK/RANK). Once a group is initialized, an exception that nobody
-catches in any rank prints that rank's traceback and aborts the whole job (MPI_Abort), so a
-failing rank can never leave the others waiting forever in a collective.
+PMI_RANK/OMPI_COMM_WORLD_RANK/RANK). Under a launcher with more than one process, an exception
+that nobody catches in any rank (from the import of this package on) prints that rank's
+traceback and aborts the whole job (MPI_Abort), so a failing rank can never leave the others
+waiting forever in a collective.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 import traceback
 
@@ -98,21 +100,65 @@ def init_process_group(
                 f"with {name} {actual} (launch with mpiexec -n N, or drop the argument)"
             )
     _backend = made
-    _previous_excepthook = sys.excepthook
-    sys.excepthook = _abort_job_on_uncaught_exception
+    _install_excepthook()
 
 
 def _abort_job_on_uncaught_exception(kind, value, tb) -> None:
     """Prints this rank's traceback, then ends every rank: never a job that hangs."""
-    backend = _backend
-    rank = backend.rank if backend is not None else "?"
+    rank = _backend.rank if _backend is not None else _launcher_rank()
     text = "".join(traceback.format_exception(kind, value, tb))
     sys.stderr.write(f"[rank {rank}] uncaught {kind.__name__}: aborting the job\n{text}")
     sys.stderr.flush()
     sys.stdout.flush()
-    if backend is not None and backend.world_size > 1:
-        backend.abort(1)
+    abort_job(1)
     (_previous_excepthook or sys.__excepthook__)(kind, value, tb)
+
+
+def abort_job(code: int) -> None:
+    """Ends every rank of the job with status `code` (MPI_Abort); alone, just returns.
+
+    A rank that fails before init_process_group still joins MPI to abort: the other ranks may
+    already be waiting for it in MPI_Init or in a collective.
+    """
+    if _backend is not None:
+        if _backend.world_size > 1:
+            _backend.abort(code)
+        return
+    if _launcher_world_size() > 1:
+        try:
+            from mpi4py import MPI
+        except ImportError:
+            return
+        if not MPI.Is_finalized():
+            MPI.COMM_WORLD.Abort(code)
+
+
+def _launcher_rank() -> str:
+    for name in ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "RANK"):
+        if name in os.environ:
+            return os.environ[name]
+    return "?"
+
+
+def _launcher_world_size() -> int:
+    for name in ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "WORLD_SIZE"):
+        if name in os.environ:
+            return int(os.environ[name])
+    return 1
+
+
+def _install_excepthook() -> None:
+    global _previous_excepthook
+    if sys.excepthook is not _abort_job_on_uncaught_exception:
+        _previous_excepthook = sys.excepthook
+        sys.excepthook = _abort_job_on_uncaught_exception
+
+
+# NOTE: installed on import under a multi-process MPI launch, so that a rank failing even
+# before init_process_group (while loading data, say) ends the job instead of leaving the
+# others waiting for it.
+if _launcher_world_size() > 1:
+    _install_excepthook()
 
 
 def is_initialized() -> bool:
@@ -127,7 +173,7 @@ def destroy_process_group(group=None) -> None:
         raise RuntimeError("destroy_process_group: no process group is initialized")
     _backend.close()
     _backend = None
-    if sys.excepthook is _abort_job_on_uncaught_exception:
+    if sys.excepthook is _abort_job_on_uncaught_exception and _launcher_world_size() == 1:
         sys.excepthook = _previous_excepthook or sys.__excepthook__
 
 

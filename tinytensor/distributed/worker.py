@@ -16,14 +16,10 @@ import traceback
 
 
 def _abort_job(code: int) -> None:
-    from . import process_group
+    from .process_group import abort_job
 
-    if process_group._backend is not None:
-        process_group._backend.abort(code)
-    mpi = sys.modules.get("mpi4py.MPI")
-    if mpi is not None and mpi.Is_initialized() and not mpi.Is_finalized():
-        mpi.COMM_WORLD.Abort(code)
-    os._exit(code)
+    abort_job(code)
+    os._exit(code)  # a job of one process: nothing else to end
 
 
 def _rank() -> str:
