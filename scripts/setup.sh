@@ -25,6 +25,8 @@ fi
 # torch is pinned and installed before transformers: an unpinned torch pulls a multi-GB CUDA build.
 "$PY" -m pip install -q --disable-pip-version-check "torch==2.13.0"
 "$PY" -m pip install -q --disable-pip-version-check -e ".[test,reference]"
+# mpi4py and MPICH's mpiexec (pinned in the `distributed` extra): the tests run 2-rank MPI jobs.
+"$PY" -m pip install -q --disable-pip-version-check -e ".[distributed]"
 # CuPy and NVRTC (CUDA 13.0) compile the attention kernels to sm_80/sm_90 cubins without a GPU,
 # so the kernel tests run on every machine. Pinned: the compile check uses a CuPy internal.
 "$PY" -m pip install -q --disable-pip-version-check "cupy-cuda13x==14.2.0" "nvidia-cuda-nvrtc==13.0.88"
