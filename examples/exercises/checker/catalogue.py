@@ -180,7 +180,15 @@ def _reduce_reference(op):
 
 def _matmul_cases(rng):
     shapes = [((3, 3), (3, 3)), ((2, 4), (4, 3)), ((4, 2), (2, 5)), ((1, 3), (3, 1))]
-    return [Case({"x": _normal(rng, *a), "y": _normal(rng, *b)}) for a, b in shapes]
+    return [
+        Case({"x": _normal(rng, *a), "y": _normal(rng, *b)}, constants=_sizes(a, b))
+        for a, b in shapes
+    ]
+
+
+def _sizes(a, b):
+    """The sizes of x (m, k) @ y (k, n), by name, for a factor that comes from one of them."""
+    return {"k": a[-1], "m": a[-2], "n": b[-1]}
 
 
 def _batched_matmul_cases(rng):
@@ -194,6 +202,7 @@ def _batched_matmul_cases(rng):
     return [
         Case(
             {"x": _normal(rng, *a), "y": _normal(rng, *b)},
+            constants=_sizes(a, b),
             square=len({a[-2], a[-1], b[-1]}) == 1,
         )
         for a, b in shapes

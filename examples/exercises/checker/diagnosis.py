@@ -169,6 +169,24 @@ def _shape_finding(yours, expected, output_shape):
             "reduced (np.expand_dims, then np.broadcast_to or multiply by an array of the "
             "input's shape)"
         )
+    elif 0 < yours.ndim < expected.ndim and yours.shape == expected.shape[-yours.ndim :]:
+        finding.kinds.add("reduced-away")
+        lost = _dims(tuple(range(expected.ndim - yours.ndim)))
+        hint = (
+            f"your gradient lost {lost} of the input: a sum or mean over {lost} too many. Every "
+            "element of the input gets its own gradient, so it keeps the input's shape"
+        )
+    elif yours.ndim == expected.ndim and sorted(yours.shape) != sorted(expected.shape):
+        finding.kinds.add("wrong-dims")
+        diffs = [
+            f"dim {i} is {a} where the input has {b}"
+            for i, (a, b) in enumerate(zip(yours.shape, expected.shape))
+            if a != b
+        ]
+        hint = (
+            "; ".join(diffs) + ": the sum (or the reshape) went over the wrong dims. Count the "
+            "dims from the right: broadcasting lines shapes up at their last dim"
+        )
     elif yours.size == expected.size:
         finding.kinds.add("layout")
         hint = (
@@ -215,6 +233,15 @@ def _named_factor(c, constants):
                 f"{_number(c)} = 1/{name}: yours divides by {name} where the right gradient "
                 f"does not (or divides twice)"
             )
+    for name, value in constants.items():
+        if value > 2 and np.isclose(c, value / (value - 1), rtol=1e-4):
+            return (
+                f"{_number(c)} = {name}/({name}-1): yours divides by {name}-1 where the right "
+                f"gradient divides by {name} (N−1 is the unbiased variance; the forward's is "
+                f"biased, 1/{name})"
+            )
+        if value > 2 and np.isclose(c, (value - 1) / value, rtol=1e-4):
+            return f"{_number(c)} = ({name}-1)/{name}: yours has {name}-1 where {name} belongs"
     if np.isclose(c, 2, rtol=1e-3):
         return "a factor 2: a term counted twice, or a 2 from d(x²)/dx where there is none?"
     if np.isclose(c, 0.5, rtol=1e-3):

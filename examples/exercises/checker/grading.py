@@ -228,7 +228,7 @@ def run_case(cls, part: Part, case: Case, rng, path: Path | None, check_values=T
     right = dict(zip(names, ref_grads))
     for i, finding in enumerate(outcome.findings):
         if not finding.ok and finding.kinds & {"values", "shape"}:
-            finding.mistakes = mistakes.recognise(part.function, names[i], grads[i], case, r, right)
+            finding.mistakes = _recognise(part.function, names[i], grads[i], case, r, right)
     wrong = [i for i, f in enumerate(outcome.findings) if not f.ok and "values" in f.kinds]
     if wrong and part.extra_hint:
         for i in (i for i in wrong if not outcome.findings[i].mistakes):
@@ -251,9 +251,17 @@ IN_PLACE = (
 )
 
 
+def _recognise(*args):
+    """mistakes.recognise, which must never turn a learner's odd gradient into a crash."""
+    try:
+        return mistakes.recognise(*args)
+    except Exception:
+        return []
+
+
 def _read_only(r):
     """A read-only copy of the upstream gradient: writing into it raises, where it happens."""
-    g = r.copy()
+    g = np.array(r)  # a copy, and an array even when r is a 0-d NumPy scalar
     g.flags.writeable = False
     return g
 
@@ -271,6 +279,17 @@ def _backward_error(e, case, out_shape, path) -> CaseError:
         error.hint = (
             "`.T` reverses *every* axis of an array with more than 2 dims, batch dims included; "
             "to transpose the matrices of a batch, swap the last two: a.swapaxes(-1, -2)"
+        )
+    elif (
+        isinstance(e, ValueError)
+        and "broadcast" in str(e)
+        and len(out_shape) < max(a.ndim for a in case.arrays.values())
+    ):
+        error.cause = "not-expanded"
+        error.hint = (
+            f"g is {tuple(out_shape)}: the forward removed a dim, and NumPy lines shapes up from "
+            "the last dim, so g does not broadcast against the input until that dim is put back "
+            "where it was (np.expand_dims) as size 1"
         )
     elif isinstance(e, ValueError) and any(w in str(e) for w in ("shape", "mismatch", "broadc")):
         shapes = ", ".join(f"{k} {tuple(a.shape)}" for k, a in case.arrays.items())
@@ -311,7 +330,8 @@ def _not_linear(cls, case, r, grads, indices):
 
 def _most_consistent(per_case):
     """The mistakes that explain the most failing cases (two that coincide on one case are told
-    apart by the others), in the catalogue's order; [] when none was recognised."""
+    apart by the others), in the catalogue's order; [] when none explains at least half of
+    them (a coincidence on one odd shape, such as (1, 3) @ (3, 1), is not a diagnosis)."""
     counts, says = {}, {}
     for found in per_case:
         for key, text in found:
@@ -320,6 +340,8 @@ def _most_consistent(per_case):
     if not counts:
         return []
     best = max(counts.values())
+    if 2 * best < len(per_case):
+        return []
     return [(key, says[key]) for key in counts if counts[key] == best]
 
 
@@ -378,10 +400,20 @@ def _setting_hint(outcomes, failed_labels):
     return None
 
 
-def _factor_hint(failures):
-    """When every failing case is off by a factor that changes with the shape, list them."""
+def _factor_hint(failures, constants):
+    """When every failing case is off by a factor: the size it is in every case, if one is
+    (`constants`: each case's named sizes, by label), else the list of factors."""
     factors = [(label, f.factor) for label, f in failures if f.factor not in (None, -1.0)]
-    if len(factors) < 2 or len(factors) != len(failures) or "named" in failures[0][1].kinds:
+    if len(factors) < 2 or len(factors) != len(failures):
+        return None
+    names = set.intersection(*(set(constants[label]) for label, _ in factors))
+    for name in sorted(names):
+        for power, words in ((-1, f"1/{name}"), (1, name)):
+            if all(
+                np.isclose(c, constants[label][name] ** power, rtol=1e-4) for label, c in factors
+            ):
+                return f"on every failing shape the factor is {words}, with that shape's {name}"
+    if "named" in failures[0][1].kinds:
         return None
     values = {round(c, 6) for _, c in factors}
     if len(values) == 1:
@@ -461,11 +493,13 @@ def _summarize(part, outcomes) -> PartReport:
         verdict = InputVerdict(name, not failures, failures, len(outcomes))
         for _, f in failures:
             verdict.kinds |= f.kinds
-        verdict.mistakes = _most_consistent([f.mistakes for _, f in failures])
+        verdict.mistakes = _most_consistent(
+            [f.mistakes for _, f in failures if f.kinds & {"values", "shape"}]
+        )
         verdict.kinds |= {"mistake"} if verdict.mistakes else set()
         verdict.kinds |= {f"mistake:{key}" for key, _ in verdict.mistakes}
         verdict.non_square = _non_square_view(outcomes, i)
-        factor = _factor_hint(failures)
+        factor = _factor_hint(failures, {o.label: o.case.constants for o in outcomes})
         if factor:
             verdict.hints.append(factor)
         report.inputs.append(verdict)

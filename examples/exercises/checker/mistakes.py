@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from itertools import combinations
 
 import numpy as np
 from scipy.special import erf
@@ -100,6 +101,19 @@ SIGMOID = (
         "you wrote the derivative with x where the output z = σ(x) belongs: step 2 of "
         "02_sigmoid.md rewrites σ'(x) in terms of z (forward saved self.z)",
         lambda a, p, g, right: {"x": g * a["x"] * (1 - a["x"])},
+    ),
+    Mistake(
+        "sigmoid-derivative-at-z",
+        "you evaluated σ' at z, σ'(z) = σ(z)(1 - σ(z)); the derivative is taken at x, and "
+        "step 2 of 02_sigmoid.md writes σ'(x) with z = σ(x) itself, no second σ",
+        lambda a, p, g, right: {
+            "x": g * _sigmoid(_sigmoid(a["x"])) * (1 - _sigmoid(_sigmoid(a["x"])))
+        },
+    ),
+    Mistake(
+        "sigmoid-divides",
+        "you divided g by the derivative; the chain rule multiplies (step 3 of 02_sigmoid.md)",
+        lambda a, p, g, right: {"x": g / (_sigmoid(a["x"]) * (1 - _sigmoid(a["x"])))},
     ),
     Mistake(
         "sigmoid-tanh-derivative",
@@ -365,7 +379,7 @@ def _try(fn):
     """fn() or None when its shapes do not fit (the learner's code would raise there)."""
     try:
         return fn()
-    except ValueError:
+    except (ValueError, IndexError):
         return None
 
 
@@ -533,6 +547,11 @@ SOFTMAX_DS = {  # key: (what the mistake computes for dS from P and dP along `di
         "the row sum runs over the last axis, but the softmax was taken along self.dim: sum "
         "over that dim",
     ),
+    "sum-over-everything": (
+        lambda p, g, dim: p * (g - (g * p).sum()) if p.ndim > 1 else None,
+        "the row sum runs over the whole array (no axis): each row of the softmax has its own "
+        "sum, over self.dim with keepdims=True",
+    ),
     "first-axis": (
         lambda p, g, dim: (
             p * (g - (g * p).sum(axis=0, keepdims=True))
@@ -593,6 +612,20 @@ CROSS_ENTROPY = (
         _cross_entropy(_every_row_every_target),
     ),
     Mistake(
+        "ce-rows-by-target",
+        "`p[target] -= 1` picks *rows* by the target classes; each row i needs the -1 at "
+        "its own target column: p[np.arange(N), target]",
+        _cross_entropy(
+            lambda p, y, t, n, c: (lambda q: (q.__setitem__(t, q[t] - 1), q)[1])(p.copy()) / n
+        ),
+    ),
+    Mistake(
+        "ce-minus-one-everywhere",
+        "you subtracted 1 from every entry; only the true class of each row gets the -1 of "
+        "onehot(y) (step 2 of 09_softmax_cross_entropy.md): p[np.arange(N), target]",
+        _cross_entropy(lambda p, y, t, n, c: (p - 1) / n),
+    ),
+    Mistake(
         "ce-missing-onehot",
         "only the softmax term: the -log p[y] of the true class also depends on z[y] directly "
         "(step 1 of 09_softmax_cross_entropy.md: log p[c] = z[c] - log Σ e^z)",
@@ -640,7 +673,7 @@ def _norm(fn, axis, center):
         def mean(v, over=axis):
             return v.mean(axis=over, keepdims=True)
 
-        return _some(x=_try(lambda: fn(g * w, xhat, r, mean, g, xc)))
+        return _some(x=_try(lambda: fn(g * w, xhat, r, mean, g, xc)))  # None: not this case
 
     return grads
 
@@ -775,6 +808,61 @@ def _norm_mistakes(exercise, axis, center, stat_axis_words):
             ),
         ),
     ]
+    other = 0 if axis == -1 else -1
+    # NOTE: over dim 0 a mean without keepdims still lines up right, (C,) against (N, C)
+    mistakes += (
+        []
+        if axis == 0
+        else [
+            Mistake(
+                f"{exercise[3:]}-mean-without-keepdims",
+                "a mean taken without keepdims=True: NumPy then lines it up with the wrong dim "
+                f"(shapes align from the right), so each {stat_axis_words.split()[0]} gets another "
+                f"one's mean. Keep the reduced dim: axis={axis}, keepdims=True",
+                _norm(
+                    lambda gh, xhat, r, mean, g, xc: (
+                        r
+                        * (
+                            gh
+                            - (gh.mean(axis=axis) if center else 0)
+                            - xhat * (gh * xhat).mean(axis=axis)
+                        )
+                    ),
+                    axis,
+                    center,
+                ),
+            ),
+        ]
+    )
+    mistakes += [
+        Mistake(
+            f"{exercise[3:]}-mean-over-everything",
+            f"your means run over the whole array (no axis); the statistics are per "
+            f"{stat_axis_words}, and so are the means their paths bring: axis={axis}, "
+            "keepdims=True",
+            _norm(
+                lambda gh, xhat, r, mean, g, xc: (
+                    r * (gh - (mean(gh, None) if center else 0) - xhat * mean(gh * xhat, None))
+                ),
+                axis,
+                center,
+            ),
+        ),
+        Mistake(
+            f"{exercise[3:]}-mean-over-other-axis",
+            f"your means run over axis {other}; the statistics are per {stat_axis_words}, and "
+            f"so are the means their paths bring: axis={axis}",
+            _norm(
+                lambda gh, xhat, r, mean, g, xc: (
+                    r * (gh - (mean(gh, other) if center else 0) - xhat * mean(gh * xhat, other))
+                    if gh.ndim > 1
+                    else None
+                ),
+                axis,
+                center,
+            ),
+        ),
+    ]
     if center:
         mistakes += [
             Mistake(
@@ -818,7 +906,18 @@ def _param_mistakes(exercise, axis):
     """Wrong ∂L/∂w; `axis` is the statistics' axis (the weight's gradient sums over the rest)."""
     md = f"{exercise}.md"
     reduce = (lambda v: v.sum(axis=0)) if axis == 0 else (lambda v: v.sum(_rows(v)))
-    return [
+    over_features = [
+        Mistake(
+            f"{exercise[3:]}-params-over-features",
+            f"∂L/∂w (and ∂L/∂b) sum over the rows, every dim but the last, one value per "
+            f"feature; yours sum over the last dim, the features (step 1 of {md})",
+            lambda a, p, g, right: {
+                "weight": (g * _normalize(a["x"], -1, "bias" in a)[0]).sum(axis=-1),
+                **({"bias": g.sum(axis=-1)} if "bias" in a else {}),
+            },
+        )
+    ]
+    return (over_features if axis == -1 else []) + [
         Mistake(
             f"{exercise[3:]}-weight-grad-with-x",
             f"∂L/∂w sums g times x̂ (what w multiplies), not times x (step 1 of {md})",
@@ -900,6 +999,10 @@ def _attention(fn):
     return grads
 
 
+def _softmax_ds(p, dp):
+    return p * (dp - (dp * p).sum(axis=-1, keepdims=True))
+
+
 def _attention_softmax(ds_fn):
     """A softmax mistake inside attention: dS from dP is wrong, the rest is right."""
 
@@ -924,6 +1027,29 @@ ATTENTION = (
         "dQ uses dSᵀ; S = τ·Q·Kᵀ has Q in front, so its gradient takes dS as it is "
         "(step 4 of 13_attention.md)",
         _attention(lambda q, k, v, p, g, tau, dp, ds: {"q": _try(lambda: (_t(ds) @ k) * tau)}),
+    ),
+    Mistake(
+        "attention-dq-transposed-k",
+        "dQ uses Kᵀ: S = τ·Q·Kᵀ is exercise 5 with y = Kᵀ, and ∂L/∂x takes y transposed: "
+        "(Kᵀ)ᵀ = K (step 4 of 13_attention.md)",
+        _attention(lambda q, k, v, p, g, tau, dp, ds: {"q": _try(lambda: (ds @ _t(k)) * tau)}),
+    ),
+    Mistake(
+        "attention-dp-missing-transpose",
+        "dP = g·V is missing a transpose: O = P·V is exercise 5 with y = V, and ∂L/∂x takes "
+        "y transposed (step 1 of 13_attention.md)",
+        _attention(
+            lambda q, k, v, p, g, tau, dp, ds: (
+                lambda wrong: (
+                    {}
+                    if wrong is None
+                    else {
+                        "q": (_softmax_ds(p, wrong) @ k) * tau,
+                        "k": (_t(_softmax_ds(p, wrong)) @ q) * tau,
+                    }
+                )
+            )(_try(lambda: g @ v))
+        ),
     ),
     Mistake(
         "attention-dv-missing-transpose",
@@ -997,6 +1123,132 @@ ATTENTION = (
 )
 
 
+# ---- the terms of a derivation: one of them missing, doubled, flipped or scaled ---------------
+#
+# Where the right gradient is a sum of terms with a known origin (the two terms of a product
+# rule, the paths from x through μ and σ²), a gradient that differs from it by a multiple of one
+# or two of those terms is named by term: "the path through μ is missing", "... has the wrong
+# sign". That covers the variants of a mistake that no list foresees.
+
+
+def _gelu_terms(a, p, g):
+    x = a["x"]
+    cdf, pdf, t, du = _gelu_parts(x)
+    first = "the product rule's first term (from differentiating the factor x)"
+    if p["approximate"] == "tanh":
+        second = "the product rule's second term (tanh(u) differentiated through u, step 2)"
+        return {
+            "x": [
+                ("first", first, g * 0.5 * (1 + t)),
+                ("second", second, g * 0.5 * x * (1 - t * t) * du),
+            ]
+        }
+    second = "the product rule's second term (Φ(x) differentiated, step 1)"
+    return {"x": [("first", first, g * cdf), ("second", second, g * x * pdf)]}
+
+
+def _cross_entropy_terms(a, p, g):
+    z, target = a["logits"], p["target"]
+    n = z.shape[0]
+    probs = _softmax(z, -1)
+    onehot = np.zeros_like(probs)
+    onehot[np.arange(n), target] = 1
+    return {
+        "logits": [
+            ("softmax", "the term from log Σⱼ e^(z[j]) (the softmax's)", g * probs / n),
+            ("true-class", "the term from z[y] (the true class's)", -g * onehot / n),
+        ]
+    }
+
+
+def _softmax_terms(a, prm, g):
+    p = _softmax(a["x"], prm["dim"])
+    return {
+        "x": [
+            ("delta", "the δᵢⱼ term of ∂pᵢ/∂xⱼ (step 2)", p * g),
+            (
+                "row-sum",
+                "the -pᵢpⱼ term of ∂pᵢ/∂xⱼ, a sum over the row (step 2)",
+                -p * (g * p).sum(axis=prm["dim"], keepdims=True),
+            ),
+        ]
+    }
+
+
+def _norm_terms(axis, center):
+    def terms(a, p, g):
+        x, w = a["x"], a["weight"]
+        xhat, r, _ = _normalize(x, axis, center)
+        gh = g * w
+        paths = [("direct", "the direct path, through x̂ with the statistics held fixed", r * gh)]
+        if center:
+            paths.append(("mean", "the path through μ", -r * gh.mean(axis=axis, keepdims=True)))
+        paths.append(
+            (
+                "variance" if center else "r",
+                "the path through σ² (hence r)" if center else "the path through r",
+                -r * xhat * (gh * xhat).mean(axis=axis, keepdims=True),
+            )
+        )
+        return {"x": paths}
+
+    return terms
+
+
+TERMS: dict[str, Callable[[Grads, dict, np.ndarray], dict[str, list]]] = {
+    "GELU": _gelu_terms,
+    "Softmax": _softmax_terms,
+    "SoftmaxCrossEntropy": _cross_entropy_terms,
+    "RMSNorm": _norm_terms(-1, False),
+    "LayerNorm": _norm_terms(-1, True),
+    "BatchNorm": _norm_terms(0, True),
+}
+
+
+def _coefficient(k: float, constants: dict) -> str:
+    """How a term that should appear once appears k times, in words."""
+    for name, value in constants.items():
+        if value > 2 and np.isclose(k, value / (value - 1), rtol=1e-4):
+            return f"is {name}/({name}-1) times what it should be: {name}-1 where {name} belongs"
+        if value > 1 and np.isclose(k, value, rtol=1e-4):
+            return f"is {name} times what it should be: a 1/{name} is missing"
+        if value > 1 and np.isclose(k, 1 / value, rtol=1e-4):
+            return f"is 1/{name} times what it should be: divided by {name} once too often"
+    if abs(k) < 1e-3:
+        return "is missing"
+    if np.isclose(k, -1, rtol=1e-3):
+        return "has the wrong sign"
+    if np.isclose(k, 2, rtol=1e-3):
+        return "is counted twice (or carries a stray factor 2)"
+    return f"is {k:.4g} times what it should be"
+
+
+def _term_mistake(function, name, yours, case, g, right):
+    """(key, hint) when yours - right is a combination of one or two of the derivation's
+    terms for this input; None otherwise."""
+    fn = TERMS.get(function)
+    terms = fn(case.arrays, case.params, g).get(name) if fn else None
+    if not terms or yours.shape != right[name].shape:
+        return None
+    diff = (yours - right[name]).reshape(-1)
+    basis = [np.broadcast_to(t, yours.shape).reshape(-1) for _, _, t in terms]
+    for size in (1, 2):
+        for subset in combinations(range(len(terms)), size):
+            a = np.stack([basis[i] for i in subset], axis=1)
+            c = np.linalg.lstsq(a, diff, rcond=None)[0]
+            if not np.allclose(a @ c, diff, rtol=RTOL, atol=ATOL) or np.any(np.abs(c) < 1e-3):
+                continue
+            if size == len(terms) and np.allclose(c, c[0], rtol=1e-3):
+                return None  # every term scaled alike: a factor, which diagnosis names
+            parts = [
+                f"{terms[i][1]} {_coefficient(1 + ci, case.constants)}" for i, ci in zip(subset, c)
+            ]
+            key = "term:" + "+".join(terms[i][0] for i in subset)
+            rest = " (the other terms are right)" if len(terms) > size else ""
+            return key, "compared with the derivation, term by term: " + "; ".join(parts) + rest
+    return None
+
+
 BY_FUNCTION: dict[str, tuple[Mistake, ...]] = {
     "ReLU": RELU,
     "Sigmoid": SIGMOID,
@@ -1047,6 +1299,10 @@ def recognise(function, name, yours, case, g, right) -> list[tuple[str, str]]:
                 near.append((mistake.key, f"{mistake.says}; and on top of that, {named}"))
     if found:
         return found
+    with np.errstate(all="ignore"):
+        by_term = _term_mistake(function, name, yours, case, g, right)
+    if by_term:
+        return [by_term]
     for other, grad in right.items():
         if other != name and _close(yours, grad) and not _close(right[name], grad):
             order = ", ".join(right)
