@@ -343,6 +343,34 @@ def test_worker_errors_reach_the_main_process():
         list(DataLoader(Dies(), batch_size=2, num_workers=1))
 
 
+class Slow(Dataset):
+    def __len__(self):
+        return 2
+
+    def __getitem__(self, i):
+        time.sleep(5)
+        return i
+
+
+def test_timeout_raises_instead_of_waiting_forever():
+    start = time.monotonic()
+    with pytest.raises(RuntimeError, match=r"DataLoader: timed out after timeout=0.3 seconds"):
+        next(iter(DataLoader(Slow(), num_workers=1, timeout=0.3)))
+    assert time.monotonic() - start < 4
+
+
+def test_distributed_sampler_feeds_a_dataloader():
+    from tinytensor.utils.data import DistributedSampler, Sampler
+
+    assert issubclass(DistributedSampler, Sampler)
+    ds = TensorDataset(tt.arange(10))
+    shares = [
+        epoch_order(DataLoader(ds, batch_size=3, sampler=DistributedSampler(ds, 2, rank)))
+        for rank in (0, 1)
+    ]
+    assert sorted(shares[0] + shares[1]) == list(range(10)) and len(shares[0]) == 5
+
+
 @pytest.mark.parametrize(
     "kwargs, error, match",
     [

@@ -12,6 +12,7 @@ sampler.py     Sampler, SequentialSampler, RandomSampler, SubsetRandomSampler,
                WeightedRandomSampler, BatchSampler
 collate.py     default_collate, default_convert
 dataloader.py  DataLoader (worker processes: worker.py, loading: fetch.py)
+distributed.py DistributedSampler (each rank of a data-parallel job reads its own share)
 """
 
 from .collate import default_collate, default_convert
@@ -25,6 +26,7 @@ from .dataset import (
     TensorDataset,
     random_split,
 )
+from .distributed import DistributedSampler
 from .sampler import (
     BatchSampler,
     RandomSampler,
@@ -49,6 +51,7 @@ __all__ = [
     "SubsetRandomSampler",
     "WeightedRandomSampler",
     "BatchSampler",
+    "DistributedSampler",
     "DataLoader",
     "default_collate",
     "default_convert",

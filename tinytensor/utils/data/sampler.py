@@ -175,7 +175,8 @@ class WeightedRandomSampler(Sampler):
         array = array.astype(np.float64)
         if not np.all(np.isfinite(array)) or np.any(array < 0) or array.sum() <= 0:
             raise ValueError(
-                f"{where}: weights must be finite, non-negative and not all zero, got {weights}"
+                f"{where}: weights must be finite, non-negative and not all zero, got min "
+                f"{array.min()}, max {array.max()}, sum {array.sum()}"
             )
         if not replacement and self.num_samples > np.count_nonzero(array):
             raise ValueError(
