@@ -103,7 +103,7 @@ export function stepHtml(model, index) {
   const out = model.nodes[node.output];
   const sends = step.sends.map((s) => {
     const acc = s.of > 1 ? `<span class="acc" data-field="accumulates">adds ${s.k} of ${s.of}</span>` : '';
-    return `<tr class="name"><th colspan="4">${link(model, nodeKey(s.to))} ${acc}</th></tr>` +
+    return `<tr class="name"><th colspan="4">input ${s.input}: ${link(model, nodeKey(s.to))} ${acc}</th></tr>` +
       `<tr><td>${num(s.grad.norm)}</td><td>${num(s.grad.min)}</td><td>${num(s.grad.max)}</td><td>${num(s.grad.mean)}</td></tr>`;
   }).join('');
   const where = node.module === null ? 'top level' : model.modules[node.module].name;

@@ -400,14 +400,15 @@ def _run_backward(outputs, nodes, tensors, ops, op_inputs, walked):
         grad_out = to_numpy(step.grad_output)
         grads.setdefault(output_id, grad_out)
         sends = []
-        for x, g in zip(op_inputs[id(step.node)], step.input_grads):
+        for i, (x, g) in enumerate(zip(op_inputs[id(step.node)], step.input_grads)):
             if g is None:
                 continue
             x_id = tensors[id(x)]
             g = to_numpy(g)
             received[x_id] += 1
             grads[x_id] = g.copy() if x_id not in grads else grads[x_id] + g
-            sends.append({"to": x_id, "grad": brief(g), "k": received[x_id], "of": totals[x_id]})
+            k, of = received[x_id], totals[x_id]
+            sends.append({"input": i, "to": x_id, "grad": brief(g), "k": k, "of": of})
         steps.append({"node": node_id, "grad": brief(grad_out), "sends": sends})
     return steps, grads, f"{len(steps)} steps recorded by autograd.backward_trace()"
 
