@@ -1,15 +1,19 @@
-"""Draw the computation graph of a Transformer: one block, a whole tiny GPT, and a small MLP with
-its gradients.
+"""Draw the computation graph of a Transformer: one block, a whole GPT, and a small MLP with its
+gradients.
 
-    python examples/draw_transformer_graph.py                 # writes runs/graphs/*.svg
-    python examples/draw_transformer_graph.py --format png --out-dir graphs
+    python examples/draw_transformer_graph.py                   # writes runs/graphs/*.svg
+    python examples/draw_transformer_graph.py --n-layer 40 --format png
+    python examples/draw_transformer_graph.py --expand blocks.3.self_attn
 
-Every op becomes a node and every tensor a box; the ops that ran inside an nn.Module's forward are
-boxed together under the module's name ("blocks.0" > "blocks.0.self_attn" > "q_proj"), so the
-picture follows the model's code. The block is GPT-2's Pre-LN layer
-(x + Attn(LN(x)), then + FFN(LN(x))); the GPT graph goes from token ids to the loss. The MLP
-graph is examples/draw_mlp_graph.py's: after one backward pass each tensor shows its gradient.
-Without graphviz's `dot` program only the .dot sources are written.
+Every op becomes a node (with its arguments: "Softmax dim=3", "causal") and every tensor a box
+coloured by its role (parameter, input, constant, intermediate); the ops that ran inside an
+nn.Module's forward are boxed together under the module's name ("blocks.0" > "blocks.0.self_attn"
+> "q_proj"), so the picture follows the model's code. The block is GPT-2's Pre-LN layer
+(x + Attn(LN(x)), then + FFN(LN(x))). The whole GPT goes from token ids to the loss: its
+identical blocks are drawn once, marked "×n_layer", so 2 and 40 layers give pictures of the same
+size; `gpt_overview` draws each module as one box (name, class, shapes, parameter count).
+The MLP graph is examples/draw_mlp_graph.py's: after one backward pass each tensor shows its
+gradient. Without graphviz's `dot` program only the .dot sources are written.
 """
 
 from __future__ import annotations
@@ -28,10 +32,10 @@ import tinytensor as tt  # noqa: E402
 from tinytensor.viz import draw_graph, save_graph  # noqa: E402
 
 
-def tiny_gpt(n_layer: int) -> GPT:
+def tiny_gpt(n_layer: int, dropout: float = 0.0) -> GPT:
     """A GPT small enough to draw: width 16, 2 heads, a 12-token vocabulary, context 8."""
     config = GPTConfig(vocab_size=12, block_size=8, n_layer=n_layer, n_head=2, n_embd=16,
-                       dropout=0.0, bos_token_id=None, eos_token_id=None)  # fmt: skip
+                       dropout=dropout, bos_token_id=None, eos_token_id=None)  # fmt: skip
     return GPT(config)
 
 
@@ -44,16 +48,21 @@ def block_graph(seed: int):
     return draw_graph(y, params=block, name="one GPT-2 block: x + attn(ln(x)), then + ffn(ln(x))")
 
 
-def gpt_graph(seed: int, n_layer: int):
-    """The graph of a whole tiny GPT, from token ids to the next-token loss."""
+def gpt_loss(seed: int, n_layer: int):
+    """A tiny GPT and its next-token loss on 4 random tokens (dropout on, so it is drawn)."""
     tt.manual_seed(seed)
-    model = tiny_gpt(n_layer)
+    model = tiny_gpt(n_layer, dropout=0.1)
     rng = np.random.default_rng(seed)
     idx = tt.tensor(rng.integers(0, 12, size=(1, 4)))
     targets = tt.tensor(rng.integers(0, 12, size=(1, 4)))
-    out = model(idx, targets)
+    return model, model(idx, targets).loss
+
+
+def gpt_graph(seed: int, n_layer: int, expand=None, max_nodes: int = 200):
+    """The graph of a whole tiny GPT, from token ids to the next-token loss."""
+    model, loss = gpt_loss(seed, n_layer)
     title = f"tiny GPT ({n_layer} block{'s' * (n_layer > 1)}): token ids -> loss"
-    return draw_graph(out.loss, params=model, max_nodes=400, name=title)
+    return draw_graph(loss, params=model, name=title, expand=expand, max_nodes=max_nodes)
 
 
 def main(argv=None) -> int:
@@ -63,7 +72,10 @@ def main(argv=None) -> int:
     )
     parser.add_argument("--out-dir", default="runs/graphs", help="where the files go")
     parser.add_argument("--format", choices=("svg", "png", "pdf"), default="svg")
-    parser.add_argument("--n-layer", type=int, default=1, help="blocks in the whole-GPT graph")
+    parser.add_argument("--n-layer", type=int, default=2, help="blocks in the whole-GPT graph")
+    parser.add_argument(
+        "--expand", nargs="*", default=None, help="modules to draw op by op, e.g. blocks.3"
+    )
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     if args.n_layer < 1:
@@ -71,13 +83,19 @@ def main(argv=None) -> int:
 
     import draw_mlp_graph
 
+    def out(stem):
+        return os.path.join(args.out_dir, f"{stem}.{args.format}")
+
     written = []
-    written += save_graph(
-        block_graph(args.seed), os.path.join(args.out_dir, f"transformer_block.{args.format}")
-    )
-    written += save_graph(gpt_graph(args.seed, args.n_layer),
-                          os.path.join(args.out_dir, f"gpt.{args.format}"))  # fmt: skip
-    draw_mlp_graph.main(["--out", os.path.join(args.out_dir, f"mlp.{args.format}")])
+    written += save_graph(block_graph(args.seed), out("transformer_block"))
+    try:
+        gpt = gpt_graph(args.seed, args.n_layer, args.expand)
+    except ValueError as e:  # an --expand name that is no module
+        parser.error(str(e))
+    written += save_graph(gpt, out("gpt"))
+    overview = gpt_graph(args.seed, args.n_layer, args.expand, max_nodes=40)
+    written += save_graph(overview, out("gpt_overview"))
+    draw_mlp_graph.main(["--out", out("mlp")])
     print("wrote:")
     for path in written:
         print(f"  {path}")

@@ -45,7 +45,7 @@ _STYLES = {
     ),
 }
 # a run of N identical modules collapsed into one box: drawn as a stack
-_RUN_STYLE = dict(_STYLES["module"], shape="box3d", style="filled,bold")
+_STYLES["module run"] = dict(_STYLES["module"], shape="box3d", style="filled,bold")
 _TRUNCATED_STYLE = dict(shape="note", style="dashed", color="#888888", fontcolor="#555555")
 _LINE_BREAK = "\\n"  # DOT's own escape: keeps each node statement on one line of the source
 _TINY = 4  # tensors with at most this many elements show their gradient values, not the norm
@@ -131,19 +131,19 @@ def draw_graph(
         graph.attr(label=name, labelloc="t", fontname="Helvetica-Bold", fontsize="14")
 
     clusters = _Clusters(model.tree, view, folder, group_modules)
-    placed = []  # each drawn node: (dot id, label, style, cluster path or ())
+    placed = []  # each drawn node: (dot id, label, kind of node, cluster path or ())
     for key, obj in drawn:
         if key[0] == "op":
             label = _op_label(obj)
-            placed.append((ids[key], label, _STYLES["op"], clusters.of_op(key, obj)))
+            placed.append((ids[key], label, "op", clusters.of_op(key, obj)))
         elif key[0] == "box":
-            style = _RUN_STYLE if obj.run is not None else _STYLES["module"]
-            placed.append((ids[key], _box_label(obj), style, clusters.of_box(obj.name)))
+            kind = "module run" if obj.run is not None else "module"
+            placed.append((ids[key], _box_label(obj), kind, clusters.of_box(obj.name)))
         else:
             kind = roles[key]
             tensor_name = model.tensor_names.get(id(obj))
             label = _tensor_label(obj, kind, tensor_name, outputs, show_grad)
-            placed.append((ids[key], label, _STYLES[kind], clusters.of_tensor(key, obj, kind)))
+            placed.append((ids[key], label, kind, clusters.of_tensor(key, obj, kind)))
     _emit_clusters(graph, placed)
 
     hidden = len(view.nodes) - len(drawn)
@@ -157,7 +157,7 @@ def draw_graph(
             cut_into.add(dst)
             graph.edge("truncated", ids[dst], style="dashed")
     if legend:
-        _add_legend(graph)
+        _add_legend(graph, {style_kind for _, _, style_kind, _ in placed})
     return graph
 
 
@@ -423,18 +423,18 @@ def _format_numbers(array):
 def _emit_clusters(graph, placed):
     """Adds the nodes to `graph`, each inside its (nested) cluster subgraph."""
     tree = {"nodes": [], "children": {}}
-    for node_id, label, style, path in placed:
+    for node_id, label, kind, path in placed:
         branch = tree
         for key, cluster_label in path:
             branch = branch["children"].setdefault(
                 key, {"label": cluster_label, "nodes": [], "children": {}}
             )
-        branch["nodes"].append((node_id, label, style))
+        branch["nodes"].append((node_id, label, kind))
     counter = iter(range(1 << 30))
 
     def emit(target, branch, depth):
-        for node_id, label, style in branch["nodes"]:
-            target.node(node_id, label, **style)
+        for node_id, label, kind in branch["nodes"]:
+            target.node(node_id, label, **_STYLES[kind])
         for child in branch["children"].values():
             with target.subgraph(name=f"cluster_{next(counter)}") as sub:
                 sub.attr(
@@ -456,9 +456,10 @@ _CLUSTER_FILLS = ("#f7f7f7", "#ececec", "#e0e0e0")  # nested clusters darken ste
 
 _CLUSTER_FILLS = ("#f7f7f7", "#ececec", "#e0e0e0")  # nested clusters darken step by step
 
-_LEGEND = {
+_LEGEND = {  # what the legend calls each kind of node, in the legend's order
     "op": "op (with its arguments)",
     "module": "module, collapsed",
+    "module run": "N identical modules",
     "parameter": "parameter",
     "leaf (requires grad)": "leaf (requires grad)",
     "input": "input",
@@ -468,14 +469,17 @@ _LEGEND = {
 }
 
 
-def _add_legend(graph):
+def _add_legend(graph, kinds):
+    """A column with one sample of each kind of node drawn."""
     with graph.subgraph(name="cluster_legend") as legend:
         legend.attr(label="legend", style="dashed", color="#bbbbbb", fontname="Helvetica")
         legend.attr("node", fontsize="9", height="0.25")
         previous = None
-        for kind, style in _STYLES.items():
-            node_id = "legend_" + kind.split(" ")[0]
-            legend.node(node_id, _LEGEND[kind], **style)
+        for kind, text in _LEGEND.items():
+            if kind not in kinds:
+                continue
+            node_id = "legend_" + kind.split(" ")[0] + ("_run" if kind == "module run" else "")
+            legend.node(node_id, text, **_STYLES[kind])
             if previous is not None:  # invisible edges keep the legend in one column
                 legend.edge(previous, node_id, style="invis")
             previous = node_id

@@ -405,7 +405,13 @@ def fold(folder: Folder, max_nodes: int, expanded=frozenset()) -> View:
     whole: the module tree is the coarsest honest picture."""
     if len(folder.nodes) <= max_nodes or not folder.tree:
         return View(folder.nodes, folder.edges)
-    blocked = {m for m in folder.used_modules() if any(within(e, m) for e in expanded)}
+    # opened modules stand alone, and so do those that make an output (it must stay drawn)
+    blocked = {
+        m
+        for m in folder.used_modules()
+        if any(within(e, m) for e in expanded)
+        or any(folder.out_key(op) in folder.output_keys for op in folder.ops_in[m])
+    }
     nodes, edges, runs = folder.fold_runs(folder.find_runs(blocked))
     deepest = max((folder.tree.depth.get(m, 0) for m in folder.used_modules()), default=0)
     view = None

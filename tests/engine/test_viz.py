@@ -93,13 +93,22 @@ def test_kinds_of_tensors_are_styled_apart():
     assert kinds["output"]["peripheries"] == "2"
 
 
-def test_legend_lists_every_style():
-    source = draw_graph(mlp_like()[-1], legend=True).source
-    nodes, _, clusters = parse_dot(source)
-    legend = [n for name, n in nodes.items() if name.startswith("legend_")]
-    labels = {n["label"] for n in legend}
-    assert labels >= {"parameter", "input", "constant", "output", "intermediate"}
-    assert "module, collapsed" in labels and "op (with its arguments)" in labels
+def test_legend_lists_the_kinds_of_node_drawn():
+    x, w, b, loss = mlp_like()  # an input, leaves that require grad, ops, intermediates, output
+    nodes, _, clusters = parse_dot(draw_graph(loss, legend=True).source)
+    legend = {n["label"]: n for name, n in nodes.items() if name.startswith("legend_")}
+    assert set(legend) == {
+        "op (with its arguments)",
+        "leaf (requires grad)",
+        "input",
+        "intermediate",
+        "output",
+    }
+    drawn = by_label(nodes, "output\\n")[0]  # the legend's sample looks like the real node
+    assert (legend["output"]["fillcolor"], legend["output"]["shape"]) == (
+        drawn["fillcolor"],
+        drawn["shape"],
+    )
     assert "legend" in {label for label, _ in clusters.values()}
 
 

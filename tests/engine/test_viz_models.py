@@ -274,3 +274,15 @@ def test_cross_entropy_label_shows_options_that_differ_from_the_defaults():
     target = tt.tensor([0, 2, -100, 1])
     loss = F.cross_entropy(z, target, label_smoothing=0.1, reduction="sum")
     assert op_label(loss, "CrossEntropy") == "reduction=sum, label_smoothing=0.1, 1 ignored"
+
+
+def test_the_output_of_the_last_block_stays_drawn_as_the_output():
+    model = Stack([4, 4, 4, 4, 4])
+    x = tt.randn(2, 4)
+    for layer in model.layers:
+        x = layer(x)  # the output is made inside the last layer: it cannot be folded away
+    nodes, edges, _ = graph_of(x, params=model, max_nodes=6)
+    assert by_label(nodes, "layers.0–2 (Linear) ×3")
+    assert by_label(nodes, "layers.3 (Linear)")
+    assert len(by_label(nodes, "output\\n(2, 4) float32")) == 1
+    assert_well_formed(nodes, edges)
