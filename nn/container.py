@@ -56,6 +56,13 @@ def _items(container, values):
     return pairs
 
 
+def _parameters_repr(container, items):
+    lines = [f"  ({k}): Parameter of shape {tuple(p.shape)}, {p.dtype}" for k, p in items]
+    if not lines:
+        return f"{type(container).__name__}()"
+    return "\n".join([f"{type(container).__name__}(", *lines, ")"])
+
+
 class _KeyedAttributes:
     """Attribute access to a container's keys: `__getattr__` (only reached when normal lookup
     fails) reads the key, `__setattr__` of a part stores it under the key.
@@ -355,11 +362,8 @@ class ParameterList(Module):
     def __iadd__(self, values):
         return self.extend(values)
 
-    def extra_repr(self):
-        return "\n".join(
-            f"({i}): Parameter containing: [{p.dtype} of size {tuple(p.shape)}]"
-            for i, p in enumerate(self._list)
-        )
+    def __repr__(self):
+        return _parameters_repr(self, enumerate(self._list))
 
     def forward(self, *args, **kwargs):
         raise NotImplementedError("ParameterList has no forward(); iterate over it instead")
@@ -427,11 +431,8 @@ class ParameterDict(_KeyedAttributes, Module):
     def clear(self) -> None:
         self._dict.clear()
 
-    def extra_repr(self):
-        return "\n".join(
-            f"({k}): Parameter containing: [{p.dtype} of size {tuple(p.shape)}]"
-            for k, p in self._dict.items()
-        )
+    def __repr__(self):
+        return _parameters_repr(self, self._dict.items())
 
     def forward(self, *args, **kwargs):
         raise NotImplementedError("ParameterDict has no forward(); index it instead")

@@ -1,4 +1,4 @@
-"""Transformer encoder/decoder layers against torch.nn.TransformerEncoderLayer / DecoderLayer
+"""Our EncoderBlock / DecoderBlock against torch.nn.TransformerEncoderLayer / DecoderLayer
 (same weights, Post-LN and Pre-LN), KV-cached decoding through a decoder layer, RMSNorm layers."""
 
 import numpy as np
