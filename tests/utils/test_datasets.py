@@ -170,6 +170,10 @@ def test_random_sampler_permutations_and_replacement():
     drawn = list(data.RandomSampler(range(3), replacement=True, num_samples=300, generator=g))
     assert len(drawn) == 300 and set(drawn) == {0, 1, 2}
     assert len(data.RandomSampler(range(3), replacement=True, num_samples=7)) == 7
+    # minGPT's trainer: an "endless" epoch, drawn lazily
+    endless = data.RandomSampler(range(5), replacement=True, num_samples=int(1e10), generator=g)
+    loader = iter(data.DataLoader(range(5), batch_size=4, sampler=endless))
+    assert len(endless) == 10**10 and all(len(next(loader)) == 4 for _ in range(300))
     with pytest.raises(ValueError, match="RandomSampler: num_samples .* got num_samples=0"):
         data.RandomSampler(range(3), num_samples=0)
     with pytest.raises(TypeError, match="RandomSampler: replacement .* got replacement=1"):

@@ -43,6 +43,10 @@ class Sampler:
         raise NotImplementedError(f"{type(self).__name__} must implement __iter__")
 
 
+# indices drawn at a time by RandomSampler(replacement=True)
+_CHUNK = 1024
+
+
 def _check_positive_int(value, where, name):
     if isinstance(value, builtins.bool) or not isinstance(value, (int, np.integer)) or value <= 0:
         raise ValueError(f"{where}: {name} must be a positive integer, got {name}={value!r}")
@@ -117,7 +121,10 @@ class RandomSampler(Sampler):
         n = len(self.data_source)
         rng = _epoch_rng(self.generator)
         if self.replacement:
-            yield from rng.integers(0, n, size=self.num_samples).tolist()
+            # NOTE: in chunks, because programs ask for "endless" epochs (minGPT's trainer passes
+            # num_samples=int(1e10)); a chunk amortizes the generator call over many indices
+            for start in range(0, self.num_samples, _CHUNK):
+                yield from rng.integers(0, n, size=min(_CHUNK, self.num_samples - start)).tolist()
             return
         for _ in range(self.num_samples // n):
             yield from rng.permutation(n).tolist()
