@@ -9,7 +9,8 @@
    Then the autograd op (`tt.attention_backend("cuda")`) against the naive op on the device.
 2. Speed: forward and forward+backward of our fp32 kernels against
    torch.nn.functional.scaled_dot_product_attention in fp32 and bf16, as a table.
-Ends with an `N passed, N failed` line; exits 1 if anything failed.
+Ends with an `N passed, N failed` line; exits 1 if anything failed. Without a GPU it says so,
+suggests --dry-run and exits 2.
 
 --dry-run runs the same functions with the kernels on the CPU executor (cpu_executor.py), NumPy
 arrays and PyTorch on the CPU, on small shapes: it proves the script works before a GPU is lent
@@ -19,6 +20,7 @@ arrays and PyTorch on the CPU, on small shapes: it proves the script works befor
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from dataclasses import dataclass
@@ -250,11 +252,41 @@ def benchmark(device, p: Problem, repeats):
     return row
 
 
+def no_gpu_reason() -> str | None:
+    """Why this machine cannot run the GPU benchmark, or None when a CUDA device is there."""
+    try:
+        import cupy
+    except ImportError:
+        return "CuPy is not installed"
+    try:
+        count = cupy.cuda.runtime.getDeviceCount()
+    except Exception as e:  # noqa: BLE001 - no driver, a driver too old: each means "no GPU"
+        return f"CuPy sees no CUDA device ({type(e).__name__}: {e})"
+    return None if count > 0 else "CuPy sees no CUDA device"
+
+
+def _this_script() -> str:
+    """This script's path as typed from the current directory (absolute when that is shorter)."""
+    script = Path(__file__).resolve()
+    try:
+        relative = os.path.relpath(script)
+    except ValueError:  # another drive on Windows
+        return str(script)
+    return relative if relative.count("..") <= 2 else str(script)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dry-run", action="store_true", help="CPU executor, tiny shapes")
     parser.add_argument("--repeats", type=int, default=None)
     args = parser.parse_args()
+    if not args.dry_run and (reason := no_gpu_reason()):
+        print(
+            f"no GPU here: {reason}. This benchmark checks and times the CUDA kernels on a GPU.\n"
+            "To check the script and the kernels on this machine (CPU executor, small shapes;\n"
+            f"its times mean nothing), run the dry run:\n\n    python {_this_script()} --dry-run"
+        )
+        sys.exit(2)
     start = time.perf_counter()
     repeats = args.repeats or (1 if args.dry_run else 20)
     mode = "DRY RUN on the CPU executor (times mean nothing)" if args.dry_run else "GPU"

@@ -1,9 +1,12 @@
 """benchmarks/gpu_attention.py must work before a GPU is lent: its --dry-run runs the same checks
-through the CPU executor, and every check must pass."""
+through the CPU executor, and every check must pass; without a GPU and without --dry-run it
+says there is none and what to run instead."""
 
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from .conftest import require_gxx
 
@@ -18,3 +21,20 @@ def test_gpu_benchmark_dry_run_passes(torch):
     print(result.stdout[-3000:], result.stderr[-3000:])
     assert result.returncode == 0, result.stdout + result.stderr
     assert "4 passed, 0 failed" in result.stdout
+
+
+def test_without_a_gpu_it_says_so_and_suggests_the_dry_run(tmp_path):
+    sys.path.insert(0, str(SCRIPT.parent))
+    try:
+        import gpu_attention
+    finally:
+        sys.path.remove(str(SCRIPT.parent))
+    if gpu_attention.no_gpu_reason() is None:
+        pytest.skip("this machine has a GPU: the benchmark runs for real there")
+    result = subprocess.run(
+        [sys.executable, str(SCRIPT)], capture_output=True, text=True, timeout=120, cwd=tmp_path
+    )
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "no GPU here" in result.stdout
+    assert f"python {SCRIPT} --dry-run" in result.stdout  # from tmp_path: the absolute path
+    assert "Traceback" not in result.stderr and "FAIL" not in result.stdout
