@@ -380,7 +380,10 @@ def cosine_similarity(x1, x2, dim=1, eps=1e-8):
         raise IndexError(
             f"cosine_similarity: dim={dim} is out of range for broadcast shape {shape}"
         )
-    x1, x2 = x1.expand(*shape), x2.expand(*shape)
+    if tuple(x1.shape) != shape:
+        x1 = x1.expand(*shape)
+    if tuple(x2.shape) != shape:
+        x2 = x2.expand(*shape)
     return (normalize(x1, dim=dim, eps=eps) * normalize(x2, dim=dim, eps=eps)).sum(dim=dim)
 
 

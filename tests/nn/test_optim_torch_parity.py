@@ -144,6 +144,14 @@ SCHEDULES = {
         [m.ExponentialLR(o, 0.5), m.StepLR(o, 2, 0.3), m.LinearLR(o, 0.5, 1.0, total_iters=3)],
         milestones=[3, 9],
     ),
+    "SequentialLR-nested": lambda m, o: m.SequentialLR(
+        o,
+        [
+            m.SequentialLR(o, [m.LinearLR(o, 0.5, total_iters=2), m.ExponentialLR(o, 0.9)], [2]),
+            m.StepLR(o, 3, 0.5),
+        ],
+        milestones=[6],
+    ),  # fmt: skip
     "SequentialLR-lambda": lambda m, o: m.SequentialLR(
         o, [m.LambdaLR(o, lambda s: (s + 1) / 5), m.ExponentialLR(o, 0.9)], milestones=[5]
     ),

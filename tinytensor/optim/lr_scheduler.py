@@ -102,6 +102,9 @@ class LRScheduler:
             group["lr"] = lr
 
 
+_LRScheduler = LRScheduler  # PyTorch's old name, still subclassed by older code
+
+
 class LambdaLR(LRScheduler):
     """lr = initial_lr * lr_lambda(last_epoch), one function or one per parameter group.
 
@@ -300,7 +303,7 @@ class OneCycleLR(LRScheduler):
             self.total_steps = int(epochs) * int(steps_per_epoch)
         else:
             raise ValueError(f"{where}: give total_steps, or epochs and steps_per_epoch")
-        if not 0 <= pct_start <= 1 or not isinstance(pct_start, (int, float)):
+        if not isinstance(pct_start, (int, float)) or not 0 <= pct_start <= 1:
             raise ValueError(f"{where}: pct_start must be in [0, 1], got pct_start={pct_start}")
         if anneal_strategy not in ("cos", "linear"):
             raise ValueError(
@@ -463,6 +466,15 @@ class ReduceLROnPlateau(LRScheduler):
         self.__dict__.update(state_dict)
 
 
+def _undo_initial_step(sched) -> None:
+    """Takes back the step every scheduler's constructor takes (through nested sequences)."""
+    if hasattr(sched, "_schedulers"):
+        for inner in sched._schedulers:
+            _undo_initial_step(inner)
+    else:
+        sched.last_epoch -= 1
+
+
 class SequentialLR(LRScheduler):
     """Runs `schedulers` one after another: the i-th takes over (restarted at its step 0) at
     step `milestones[i - 1]`.
@@ -500,8 +512,7 @@ class SequentialLR(LRScheduler):
         # Each scheduler's constructor took a step; undo them and start the one in charge.
         for group in optimizer.param_groups:
             group["lr"] = group["initial_lr"]
-        for sched in schedulers:
-            sched.last_epoch -= 1
+        _undo_initial_step(self)
         first = schedulers[bisect.bisect_right(milestones, 0)]
         first._step_count = 0
         first.step()

@@ -66,7 +66,9 @@ class DataLoader:
         timeout: seconds to wait for a batch from the workers before raising (0: forever).
         worker_init_fn: called as worker_init_fn(worker_id) in each worker, after seeding.
         multiprocessing_context: a `multiprocessing` start method name ("fork", "spawn",
-            "forkserver") or context; default: the platform's default.
+            "forkserver") or context; default: the platform's default (fork on Linux). A
+            dataset that makes CuPy arrays in the workers needs "spawn": CUDA does not
+            survive a fork.
         generator: a `tt.Generator` for the shuffle and the workers' base seed (default: the
             global generator, so `tt.manual_seed` makes the run reproducible).
         prefetch_factor: batches each worker loads ahead (default 2; needs num_workers > 0).
