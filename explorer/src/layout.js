@@ -57,21 +57,37 @@ export function layout(visible, model) {
   return { boxes, edges, width, height };
 }
 
-// dagre has no room for a cluster's title: an invisible node the title's size, placed above
-// everything in the cluster by edges to its contents, keeps the first row free for it.
+// dagre has no room for a cluster's title: an invisible node the title's size, placed above the
+// cluster's contents by edges, keeps the first row free for it. Only the members nothing inside
+// the cluster leads to get such an edge: the others are below those anyway, and an edge to every
+// member would add long-edge dummies by the thousand in a 48-block model.
 function addClusterTitles(g, visible, model) {
-  const contents = new Map(visible.clusters.map((c) => [c, []]));
-  for (const item of visible.items) if (item.cluster !== null) contents.get(item.cluster).push(item.key);
+  const path = new Map(); // drawn key -> the clusters around it, outermost first
+  for (const item of visible.items) path.set(item.key, item.cluster === null ? [] : model.ancestors[item.cluster]);
+  // the member of cluster `path[depth]` that holds `key`: a child cluster's title, or the item
+  const memberAt = (key, p, depth) => (depth + 1 < p.length ? `title${p[depth + 1]}` : key);
+  const led = new Set(); // "c|member" pairs with a predecessor inside cluster c
+  for (const [a, b] of visible.edges) {
+    const pa = path.get(a);
+    const pb = path.get(b);
+    for (let d = 0; d < Math.min(pa.length, pb.length) && pa[d] === pb[d]; d++) {
+      const ma = memberAt(a, pa, d);
+      const mb = memberAt(b, pb, d);
+      if (ma !== mb) led.add(`${pa[d]}|${mb}`);
+    }
+  }
+  const members = new Map(visible.clusters.map((c) => [c, []]));
+  for (const item of visible.items) if (item.cluster !== null) members.get(item.cluster).push(item.key);
   for (const c of visible.clusters) {
     const parent = model.modules[c].parent;
-    if (parent !== null) contents.get(parent).push(`title${c}`);
-  }
-  for (const c of visible.clusters) {
+    if (parent !== null) members.get(parent).push(`title${c}`);
     const width = Math.ceil(model.moduleLabel(c).length * CHAR_WIDTH) + 30;
     g.setNode(`title${c}`, { width, height: 4 });
     g.setParent(`title${c}`, `c${c}`);
   }
   for (const c of visible.clusters) {
-    for (const key of contents.get(c)) g.setEdge(`title${c}`, key, { weight: 0, minlen: 1 });
+    for (const key of members.get(c)) {
+      if (!led.has(`${c}|${key}`)) g.setEdge(`title${c}`, key, { weight: 0, minlen: 1 });
+    }
   }
 }

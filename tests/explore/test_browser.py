@@ -213,9 +213,45 @@ def test_a_48_layer_gpt_opens_folded_and_unfolds_one_block(browser, tmp_path, sc
     click(browser, f'.node[data-key="m{blocks}"] [data-toggle]')
     assert len(css(browser, ".node.module")) >= 48
     block = module_index(result, "blocks.30")
-    browser.execute_script(  # the block may lie outside the window: click it by its toggle
+    seconds = browser.execute_script(  # the block may lie outside the window: click its toggle
+        "const t0 = performance.now();"
         f"document.querySelector('.node[data-key=\"m{block}\"] [data-toggle]')"
-        ".dispatchEvent(new MouseEvent('click', {bubbles: true}))"
+        ".dispatchEvent(new MouseEvent('click', {bubbles: true}));"
+        "return (performance.now() - t0) / 1000"
     )
+    print(f"unfolding blocks.30 (with 47 folded blocks around it) took {seconds:.3f} s")
     assert css(browser, f'.cluster[data-key="c{block}"]')
+    press(browser, "\ue010")  # End: the last backward step, the embedding's
+    assert css(browser, "#step-label")[0].text.startswith(f"{result.num_steps} / ")
     browser.save_screenshot(str(screenshots / "6-gpt48-one-block.png"))
+
+
+def test_search_by_op_name_marks_every_match(browser, gpt_page):
+    *_, result = gpt_page
+    open_page(browser, result.path)
+    (box,) = css(browser, "#search")
+    box.send_keys("Gelu")
+    gelus = [n for n in result.data["nodes"] if n["kind"] == "op" and n["name"] == "Gelu"]
+    listed = [li.text for li in css(browser, "#results li")]
+    assert len(listed) == len(gelus) == 2 and all(t.startswith("Gelu in blocks.") for t in listed)
+    # both sit inside the folded "blocks", which is marked as holding a match
+    blocks = module_index(result, "blocks")
+    assert css(browser, f'.node.module.search-hit[data-key="m{blocks}"]')
+
+
+def test_jupyter_frame_shows_the_same_page(browser, gpt_page, tmp_path):
+    *_, result = gpt_page
+    notebook = tmp_path / "notebook.html"
+    notebook.write_text(f"<!doctype html><body>{result._repr_html_()}</body>", encoding="utf-8")
+    browser.get(notebook.as_uri())
+    browser.switch_to.frame(css(browser, "iframe")[0])
+    try:
+        for _ in range(100):
+            if css(browser, ".node"):
+                break
+            time.sleep(0.05)
+        assert len(css(browser, ".node.module")) == sum(
+            m["parent"] is None for m in result.data["modules"]
+        )
+    finally:
+        browser.switch_to.default_content()

@@ -163,4 +163,35 @@ def test_a_non_scalar_output_is_explored_without_backward(tmp_path):
     x = tt.randn(2, 3, requires_grad=True)
     result = tt.explore(x.relu(), path=tmp_path / "g.html")
     assert result.num_steps == 0 and x.grad is None
-    assert "stepping needs a single-element loss" in result.data["backward_note"]
+    assert "stepping needs a loss" in result.data["backward_note"]
+
+
+def test_logits_and_loss_together_backward_from_the_loss():
+    model, _, _, loss = tiny_gpt(n_layer=1)
+    logits = loss._ctx.inputs[0]  # cross_entropy's input: the (B*T, V) logits
+    data = graph.extract([logits, loss], model)
+    roles = [n["role"] for n in data["nodes"] if n["kind"] == "tensor"]
+    assert roles.count("output") == 2 and data["steps"]
+    root = data["nodes"][data["nodes"][data["steps"][0]["node"]]["output"]]
+    assert root["value"]["mean"] == pytest.approx(loss.item(), rel=1e-6)
+
+
+def test_without_module_names_modules_are_labelled_by_class():
+    model, _, _, loss = tiny_gpt(n_layer=1)
+    data = graph.extract(loss)  # no params: no names, one entry per module object
+    names = [m["name"] for m in data["modules"]]
+    assert "Linear" in names and "Linear #2" in names
+    assert all(m["parent"] is None for m in data["modules"])
+    leaves = [n for n in data["nodes"] if n["kind"] == "tensor" and n["producer"] is None]
+    assert {n["role"] for n in leaves} == {"leaf", "input"}  # unnamed: not known as parameters
+    assert sum(n["role"] == "leaf" for n in leaves) == len(list(model.parameters()))
+
+
+def test_without_backward_trace_gradients_come_from_retain_grad(monkeypatch):
+    model, _, _, loss = tiny_gpt(n_layer=1)
+    monkeypatch.delattr(tt.autograd, "backward_trace", raising=False)
+    data = graph.extract(loss, model)
+    assert data["steps"] == [] and "no autograd.backward_trace()" in data["backward_note"]
+    named = by_name(data)
+    for name, p in model.named_parameters():
+        assert_stats_match(named[name]["grad"], p.grad.numpy(), name + ".grad")

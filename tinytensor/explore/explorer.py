@@ -26,7 +26,8 @@ def explore(output, params=None, path="graph.html", backward=True, title=None):
             `named_modules()`), or a dict name -> Tensor, as `draw_graph`.
         path: the file to write; a ".json" suffix writes the graph data instead, which
             `python -m tinytensor.explore graph.json` turns into a page later.
-        backward: run `output.backward()` (output 0 when a list) and record it. It is the real
+        backward: run `loss.backward()` and record it (the loss: the first single-element
+            output that requires grad, so `[logits, loss]` works). It is the real
             backward: parameters' `.grad` are filled as by your own call, and the graph is
             freed afterwards, so do not call `loss.backward()` again for this loss.
         title: written at the top of the page.

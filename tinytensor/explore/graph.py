@@ -37,8 +37,8 @@ _OP_FIELDS_SKIPPED = {"inputs", "parents", "needs_input_grad", "module", "saved_
 def extract(outputs, params=None, backward=True, name="explore") -> dict:
     """The graph behind `outputs` as a dict (see the module docstring).
 
-    `backward=True` runs `outputs[0].backward()` once (it must be a single-element tensor that
-    requires grad), recording the engine's order; the graph must not have been freed yet.
+    `backward=True` runs `loss.backward()` once, recording the engine's order, where the loss is
+    the first single-element output that requires grad; the graph must not be freed yet.
     """
     started = time.perf_counter()
     outputs = _as_output_list(outputs, name)
@@ -370,19 +370,20 @@ class _ModuleTree:
 
 
 def _run_backward(outputs, nodes, tensors, ops, op_inputs, walked):
-    """Runs backward from outputs[0], recording it; returns (steps, grads by tensor id, note)."""
+    """Runs backward from the loss, recording it; returns (steps, grads by tensor id, note).
+
+    The loss is the first single-element output that requires grad: `[logits, loss]` works.
+    """
     from .. import autograd
 
-    root = outputs[0]
-    if root.numel() != 1 or not root.requires_grad:
-        return (
-            [],
-            {},
-            (
-                f"backward was not run: output 0 has shape {tuple(root.shape)} and "
-                f"requires_grad={root.requires_grad}; stepping needs a single-element loss"
-            ),
+    root = next((t for t in outputs if t.numel() == 1 and t.requires_grad), None)
+    if root is None:
+        shapes = ", ".join(f"{tuple(t.shape)}" for t in outputs)
+        note = (
+            f"backward was not run: no output is a single-element tensor that requires grad "
+            f"(shapes {shapes}); stepping needs a loss"
         )
+        return [], {}, note
     backward_trace = getattr(autograd, "backward_trace", None)
     if backward_trace is None:
         return _run_backward_without_trace(root, tensors, walked)
