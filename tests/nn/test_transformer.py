@@ -343,28 +343,46 @@ def annotated_transformer_style(lib, d_model=16, vocab=11, dropout=0.0):
 
 
 def word_language_model_style(lib, ntoken=13, ninp=16, dropout=0.0):
-    """A TransformerModel in the style of pytorch/examples' word_language_model: (T, N)
-    batches (batch_first=False), a square subsequent mask, tied init, log_softmax + nll_loss."""
-    nn_ = lib.nn
+    """A language model in the style of pytorch/examples' word_language_model: it subclasses
+    nn.Transformer, keeps only its encoder (replacing `decoder` by the output Linear), takes (T, N)
+    batches (batch_first=False) and masks with log(tril(ones)), a square subsequent mask."""
+    nn_, F = lib.nn, lib.nn.functional
 
-    class TransformerModel(nn_.Module):
-        def __init__(self, ntoken, ninp, nhead, nhid, nlayers, dropout):
+    class PositionalEncoding(nn_.Module):
+        def __init__(self, d_model, dropout, max_len=64):
             super().__init__()
+            self.dropout = nn_.Dropout(p=dropout)
+            position = lib.arange(0, max_len, dtype=lib.float).unsqueeze(1)
+            div_term = lib.exp(lib.arange(0, d_model, 2).float() * (-math.log(10000.0) / d_model))
+            pe = lib.zeros(max_len, d_model)
+            pe[:, 0::2] = lib.sin(position * div_term)
+            pe[:, 1::2] = lib.cos(position * div_term)
+            self.register_buffer("pe", pe.unsqueeze(0).transpose(0, 1))  # (max_len, 1, d)
+
+        def forward(self, x):
+            return self.dropout(x + self.pe[: x.size(0), :])
+
+    class TransformerModel(nn_.Transformer):
+        def __init__(self, ntoken, ninp, nhead, nhid, nlayers, dropout):
+            super().__init__(
+                d_model=ninp, nhead=nhead, dim_feedforward=nhid, num_encoder_layers=nlayers,
+                num_decoder_layers=1, dropout=dropout,
+            )  # fmt: skip
             self.src_mask = None
-            layer = nn_.TransformerEncoderLayer(ninp, nhead, nhid, dropout)
-            self.transformer_encoder = nn_.TransformerEncoder(layer, nlayers)
-            self.encoder = nn_.Embedding(ntoken, ninp)
+            self.pos_encoder = PositionalEncoding(ninp, dropout)
+            self.input_emb = nn_.Embedding(ntoken, ninp)
             self.ninp = ninp
-            self.decoder = nn_.Linear(ninp, ntoken)
-            nn_.init.uniform_(self.encoder.weight, -0.1, 0.1)
+            self.decoder = nn_.Linear(ninp, ntoken)  # replaces the TransformerDecoder
+            nn_.init.uniform_(self.input_emb.weight, -0.1, 0.1)
             nn_.init.zeros_(self.decoder.bias)
+            nn_.init.uniform_(self.decoder.weight, -0.1, 0.1)
 
         def forward(self, src):
             if self.src_mask is None or self.src_mask.size(0) != len(src):
-                self.src_mask = nn_.Transformer.generate_square_subsequent_mask(len(src))
-            x = self.encoder(src) * math.sqrt(self.ninp)
-            x = self.transformer_encoder(x, self.src_mask)
-            return nn_.functional.log_softmax(self.decoder(x), dim=-1)
+                self.src_mask = lib.log(lib.tril(lib.ones(len(src), len(src))))
+            x = self.pos_encoder(self.input_emb(src) * math.sqrt(self.ninp))
+            x = self.encoder(x, mask=self.src_mask)
+            return F.log_softmax(self.decoder(x), dim=-1)
 
     return TransformerModel(ntoken, ninp, 2, 32, 2, dropout)
 
