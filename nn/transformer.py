@@ -408,6 +408,10 @@ class Transformer(Module):
                 TransformerDecoderLayer(**layer), num_decoder_layers, norm
             )
         self.d_model, self.nhead, self.batch_first = d_model, nhead, batch_first
+        self._reset_parameters()
+
+    def _reset_parameters(self):
+        """Xavier-uniform on every weight matrix (PyTorch's name; subclasses call it)."""
         for p in self.parameters():
             if p.ndim > 1:
                 init.xavier_uniform_(p)

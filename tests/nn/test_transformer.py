@@ -457,3 +457,13 @@ def test_attention_dropout_acts_on_the_returned_weights_as_torch(float64):
     dropped = train_weights.numpy() == 0
     assert 0.4 < dropped.mean() < 0.6
     np.testing.assert_allclose(train_weights.numpy()[~dropped], 2 * eval_weights.numpy()[~dropped])
+
+
+def test_transformer_initializes_every_matrix_xavier_uniform():
+    model = nn.Transformer(D, NHEAD, 1, 1, FF)
+    for name, p in model.named_parameters():
+        if p.ndim > 1:
+            fan_out, fan_in = p.shape
+            bound = math.sqrt(6 / (fan_in + fan_out))
+            assert 0.7 * bound < np.abs(p.numpy()).max() <= bound, name
+    assert (model.encoder.norm.weight.numpy() == 1).all()  # vectors keep their own init
