@@ -25,8 +25,8 @@ import re
 
 import numpy as np
 
-from tinytensor.serialization import CheckpointError, read_safetensors
-from tinytensor.serialization.files import parse_json, read_file
+from tinytensor.serialization import CheckpointError, read_safetensors, save_safetensors
+from tinytensor.serialization.files import atomic_write, parse_json, read_file
 
 from .hf_validation import (
     check_config_fields,
@@ -134,16 +134,14 @@ def load_weights(path) -> dict:
 
 
 def save_checkpoint(path, config: dict, weights: dict) -> None:
-    """Writes `config.json` and `model.safetensors` (float arrays, contiguous) into `path`."""
-    from safetensors.numpy import save_file
-
+    """Writes `config.json` and `model.safetensors` into `path`, each atomically (a crash
+    leaves the previous file, never a truncated one)."""
     path = os.fspath(path)
     os.makedirs(path, exist_ok=True)
-    with open(os.path.join(path, CONFIG_NAME), "w", encoding="utf-8") as f:
-        json.dump(config, f, indent=2, sort_keys=True)
-    arrays = {name: np.ascontiguousarray(a) for name, a in weights.items()}
+    text = json.dumps(config, indent=2, sort_keys=True).encode("utf-8")
+    atomic_write(os.path.join(path, CONFIG_NAME), lambda f: f.write(text), "save_pretrained")
     # NOTE: transformers refuses safetensors files whose metadata lacks format="pt"
-    save_file(arrays, os.path.join(path, WEIGHTS_NAME), metadata={"format": "pt"})
+    save_safetensors(weights, os.path.join(path, WEIGHTS_NAME), metadata={"format": "pt"})
 
 
 # ---- name mapping -------------------------------------------------------------------------------

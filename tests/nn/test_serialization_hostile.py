@@ -457,3 +457,8 @@ def jsonable(obj):
     if isinstance(obj, (list, tuple)):
         return (type(obj).__name__, [jsonable(v) for v in obj])
     return (type(obj).__name__, obj)
+
+
+def test_a_path_with_a_nul_byte(tmp_path):
+    with pytest.raises(CheckpointError, match="embedded null byte"):
+        tt.load(str(tmp_path / "a\x00b.st"))

@@ -84,6 +84,8 @@ def read_file(source, where: str, max_bytes: int | None = None) -> tuple[str, by
         raise CheckpointNotFoundError(f"{where}: no such file: {path}") from None
     except OSError as e:
         raise CheckpointError(f"{where}: cannot read {path}: {e.strerror}") from None
+    except ValueError as e:  # a NUL byte in the path
+        raise CheckpointError(f"{where}: cannot read {path!r}: {e}") from None
     if not stat.S_ISREG(mode):
         raise CheckpointError(
             f"{where}: cannot read {path}: it is {describe_file_kind(mode)}, not a regular file"
