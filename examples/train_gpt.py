@@ -3,6 +3,7 @@
     python examples/train_gpt.py                       # ~4 minutes on 2 cores
     python examples/train_gpt.py --data my_text.txt --max-minutes 10
     python examples/train_gpt.py --resume              # continue the run in --out-dir
+    mpiexec -n 2 python examples/train_gpt.py          # data parallel: 2 processes (DDP)
 
 The default text is Python's reference manual as the standard library ships it
 (`pydoc_data.topics`, ~465k characters, 103 distinct ones); the last 10% is held out for
@@ -10,7 +11,8 @@ validation. The model is GPT-2's architecture at toy size (Radford et al., 2019)
 `tinytensor.models.GPT`. The run writes into --out-dir: checkpoint.safetensors (model, optimizer,
 schedule, RNG states, step: `--resume` continues it exactly), loss.png (train and validation loss
 per step), metrics.json and sample.txt. Ctrl-C stops after the current step with a checkpoint.
-NumPy's BLAS runs one thread unless OPENBLAS_NUM_THREADS is set (why: training/blas.py).
+Threads: every free core, fewer when the machine is busy (why and how: training/blas.py).
+Under mpiexec each process trains on its share of every --batch-size batch (training/parallel.py).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from training.blas import default_to_one_blas_thread  # noqa: E402
 default_to_one_blas_thread()  # before NumPy loads OpenBLAS: see training/blas.py
 
 import numpy as np  # noqa: E402
+from training import parallel  # noqa: E402
 from training.cli import HelpFormatter, add_training_flags, check_device, resumed_args  # noqa: E402
 from training.data import (  # noqa: E402
     CharTokenizer,
@@ -168,6 +171,8 @@ def main(argv=None) -> int:
     check_device(parser, args.device)
     # --resume: the checkpoint's flags, except run control and sampling (training/cli.py)
     args, saved = resumed_args(parser, args, also=("prompt", "sample_chars", "temperature"))
+    parallel.start()  # under mpiexec: join the job (data parallel); alone: nothing
+    main_rank = parallel.is_main()  # rank 0 alone prints and writes
     saved_tokenizer = CharTokenizer.from_state_dict(saved["tokenizer"]) if saved else None
     try:
         text = load_text(args.data)
@@ -187,29 +192,39 @@ def main(argv=None) -> int:
 
     tt.manual_seed(args.seed)
     model = build_model(args, tokenizer.vocab_size).to(args.device)
+    if parallel.world_size() > 1:  # each rank its own dropout masks (weights: rank 0's, by DDP)
+        tt.manual_seed(parallel.rank_seed(args.seed))
     optimizer = make_adamw(model, args.lr, args.weight_decay)
     scheduler = warmup_cosine(optimizer, args.warmup_steps, args.steps)
-    batches = RandomWindows(train_ids, args.block_size, args.batch_size, seed=args.seed)
+    batches = RandomWindows(
+        train_ids, args.block_size, parallel.per_rank_batch(args.batch_size),
+        seed=parallel.rank_seed(args.seed),
+    )  # fmt: skip
     config = TrainConfig.from_args(
         args, tokens_per_step=args.batch_size * args.block_size, desc="gpt"
     )
     meta = {"args": vars(args), "tokenizer": tokenizer.state_dict()}
     trainer = Trainer(
-        model, optimizer, scheduler, batches,
+        parallel.wrap(model), optimizer, scheduler, batches,
         lambda m, b: lm_loss(m, b, args.device),
         make_evaluate(val_ids, args.block_size, args.device), config, meta,
     )  # fmt: skip
     n_params = sum(p.numel() for p in model.parameters())
-    print(
-        f"GPT: {n_params / 1e6:.2f}M parameters, {args.n_layer} layers, width {args.n_embd}, "
-        f"context {args.block_size}; text {len(ids):,} characters, vocabulary "
-        f"{tokenizer.vocab_size}; {args.steps} steps of {args.batch_size}x{args.block_size} tokens"
-    )
+    if main_rank:
+        print(
+            f"GPT: {n_params / 1e6:.2f}M parameters, {args.n_layer} layers, width {args.n_embd}, "
+            f"context {args.block_size}; text {len(ids):,} characters, vocabulary "
+            f"{tokenizer.vocab_size}; {args.steps} steps of {args.batch_size}x{args.block_size} "
+            "tokens"
+            + (f" on {parallel.world_size()} processes" if parallel.world_size() > 1 else "")
+        )
     start = time.perf_counter()
     # --resume, fit, metrics.json (training/run.py)
     result = run(trainer, args, metrics=lambda r: gpt_metrics(r, n_params))
     if result.interrupted:
         return INTERRUPTED
+    if not main_rank:
+        return 0
     metrics = gpt_metrics(result, n_params)  # what metrics.json holds
     train_loss, val_loss = metrics["train_loss"], metrics["val_loss"]
     sample = sample_text(

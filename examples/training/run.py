@@ -12,6 +12,7 @@ import os
 import sys
 from collections.abc import Callable
 
+from . import parallel
 from .trainer import Trainer, TrainResult
 
 INTERRUPTED = 130  # a program's exit status when Ctrl-C (SIGINT, signal 2) stopped it: 128 + 2
@@ -31,10 +32,16 @@ def run(
     trainer: Trainer, args, metrics: Callable[[TrainResult], dict] = basic_metrics
 ) -> TrainResult:
     """Continues the checkpoint in --out-dir if --resume, trains, and writes `metrics(result)` to
-    --out-dir/metrics.json. After Ctrl-C it prints how to continue and writes no metrics."""
+    --out-dir/metrics.json. After Ctrl-C it prints how to continue and writes no metrics.
+    In a data-parallel job only rank 0 prints and writes."""
+    main = parallel.is_main()
     if args.resume:
-        print(f"resuming from step {trainer.resume()} of {args.steps}")
+        step = trainer.resume()
+        if main:
+            print(f"resuming from step {step} of {args.steps}")
     result = trainer.fit()
+    if not main:
+        return result
     if result.interrupted:
         print(
             f"interrupted at step {result.step}; checkpoint {result.checkpoint_path}; "

@@ -12,6 +12,9 @@
   are the ones an uninterrupted run with the same seed would have produced.
 - Ctrl-C finishes the current step, writes a checkpoint and returns with `interrupted=True`
   (a second Ctrl-C stops at once). `max_minutes` stops the same way when the time is up.
+- Data parallel (training/parallel.py: under mpiexec, with a DDP-wrapped model): the loss shown
+  is the mean over ranks, rank 0 alone evaluates, prints and writes, the checkpoint holds every
+  rank's RNG state, and the ranks agree on when to stop.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from dataclasses import dataclass, field
 
 import tinytensor as tt
 
+from . import parallel
 from .checkpoint import load_checkpoint, save_checkpoint
 
 
@@ -144,14 +148,17 @@ class Trainer:
         tt.random.default_generator.set_state(state["global"])
 
     def save(self, rng_state: dict | None = None) -> str:
-        """Writes the checkpoint (atomically) and returns its path."""
+        """Writes the checkpoint (atomically; rank 0 only in a job) and returns its path."""
+        rng = parallel.gather_rng_states(rng_state or self._rng_state())  # every rank takes part
+        if not parallel.is_main():
+            return self.checkpoint_path
         state = {
             "step": self.step,
             "train_seconds": self.seconds_before + self._seconds_here(),
-            "model": self.model.state_dict(),
+            "model": parallel.unwrap(self.model).state_dict(),
             "optimizer": self.optimizer.state_dict(),
             "scheduler": self.scheduler.state_dict() if self.scheduler is not None else None,
-            "rng": rng_state or self._rng_state(),
+            "rng": rng,
             "history": self.history,
             "meta": self.meta,
         }
@@ -161,11 +168,12 @@ class Trainer:
     def resume(self, path: str | None = None) -> int:
         """Restores a checkpoint (default: this run's own) and returns the step it reached."""
         state = load_checkpoint(path or self.checkpoint_path)
-        self.model.load_state_dict(state["model"])
+        rng = parallel.this_ranks_rng_state(state["rng"])
+        parallel.unwrap(self.model).load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         if self.scheduler is not None and state["scheduler"] is not None:
             self.scheduler.load_state_dict(state["scheduler"])
-        self._set_rng_state(state["rng"])
+        self._set_rng_state(rng)
         self.step = int(state["step"])
         self.seconds_before = float(state.get("train_seconds", 0.0))
         self.history = {k: list(v) for k, v in state["history"].items()}
@@ -183,7 +191,7 @@ class Trainer:
         self.model.train()
         batch = self.batches.next_batch()
         loss = self.compute_loss(self.model, batch)
-        value = float(loss.item())
+        value = parallel.mean(float(loss.item()))  # the whole batch's loss, the same everywhere
         if not math.isfinite(value):  # before the update: the last checkpoint stays usable
             raise FloatingPointError(
                 f"the training loss became {value} at step {self.step + 1}; lower the learning "
@@ -200,11 +208,11 @@ class Trainer:
 
     def run_evaluation(self) -> dict:
         """Runs `evaluate` in eval mode without building a graph and records its metrics."""
-        if self.evaluate is None:
+        if self.evaluate is None or not parallel.is_main():
             return {}
         self.model.eval()
         with tt.no_grad():
-            metrics = {k: float(v) for k, v in self.evaluate(self.model).items()}
+            metrics = {k: float(v) for k, v in self.evaluate(parallel.unwrap(self.model)).items()}
         self.model.train()
         self.history["eval_step"].append(self.step)
         for k, v in metrics.items():
@@ -229,6 +237,8 @@ class Trainer:
                     try:
                         loss = self._train_step()
                     except KeyboardInterrupt:
+                        if parallel.world_size() > 1:
+                            raise  # the other ranks may wait in a collective: end the job
                         result.interrupted = True
                         result.checkpoint_path = self.save(rng_before)
                         break
@@ -241,7 +251,8 @@ class Trainer:
                     postfix = {"loss": f"{loss:.3f}", "lr": f"{lr:.2e}"}
                     if cfg.eval_every and self.step % cfg.eval_every == 0 and self.step < cfg.steps:
                         last_eval = self.run_evaluation()
-                        bar.write(_format_eval(self.step, last_eval))
+                        if last_eval:
+                            bar.write(_format_eval(self.step, last_eval))
                     if last_eval:
                         postfix.update({k: f"{v:.3f}" for k, v in last_eval.items()})
                     if cfg.tokens_per_step:
@@ -250,11 +261,13 @@ class Trainer:
                     bar.update(1)
                     if cfg.checkpoint_every and self.step % cfg.checkpoint_every == 0:
                         result.checkpoint_path = self.save()
-                    if interrupt.raised:
+                    out_of_time = cfg.max_minutes is not None and elapsed > 60.0 * cfg.max_minutes
+                    interrupted, out_of_time = parallel.any_rank(interrupt.raised, out_of_time)
+                    if interrupted:
                         result.interrupted = True
                         result.checkpoint_path = self.save()
                         break
-                    if cfg.max_minutes is not None and elapsed > 60.0 * cfg.max_minutes:
+                    if out_of_time:
                         result.timed_out = True
                         break
         finally:
@@ -272,7 +285,7 @@ class Trainer:
             names = [k for k in self.history if k not in ("step", "train_loss", "lr", "eval_step")]
             last_eval = {k: self.history[k][-1] for k in names if self.history[k]}
         result.step, result.history, result.last_eval = self.step, self.history, last_eval
-        if cfg.plot and self.history["step"]:
+        if cfg.plot and self.history["step"] and parallel.is_main():
             from .plotting import plot_history
 
             result.plot_path = plot_history(
@@ -294,6 +307,6 @@ def _progress_bar(cfg: TrainConfig, initial: int):
         desc=cfg.desc,
         unit="step",
         dynamic_ncols=True,
-        disable=not cfg.progress,
+        disable=not cfg.progress or not parallel.is_main(),
         mininterval=0.5,
     )
