@@ -189,6 +189,8 @@ class _Reducer:
         self.slot = {id(p): (b, i) for b in self.buckets for i, p in enumerate(b.params)}
         self.armed = False  # the backward after this forward must average the gradients
         self.next_bucket = 0  # buckets are launched in this order on every rank
+        self.first_in_flight = 0  # buckets before it are known to have arrived
+        self.drive_progress = True  # test in-flight buckets as gradients arrive (see below)
         self.locally_used = None  # with find_unused_parameters: id(p) -> reached by the output
         self.uses = None  # id(p) -> hook calls to wait for (see _hooks_fire_per_contribution)
         self.calls = {}  # id(p) -> hook calls seen in this backward
@@ -201,6 +203,7 @@ class _Reducer:
         for bucket in self.buckets:
             bucket.reset()
         self.next_bucket = 0
+        self.first_in_flight = 0
         self.locally_used = None
         self.uses = None
         self.calls = {}
@@ -217,6 +220,8 @@ class _Reducer:
         """Called by backward once p.grad holds p's gradient of this backward pass."""
         if not self.armed:
             return
+        if self.drive_progress and self.first_in_flight < self.next_bucket:
+            self.test_in_flight()
         key = id(p)
         if self.uses is not None:  # the engine calls once per contribution: wait for the last
             self.calls[key] = seen = self.calls.get(key, 0) + 1
@@ -250,6 +255,19 @@ class _Reducer:
             self.next_bucket += 1
         if self.next_bucket == len(buckets):
             self.finish()
+
+    def test_in_flight(self):
+        """Lets the in-flight buckets move on while backward runs.
+
+        NOTE: MPICH advances a non-blocking collective only inside MPI calls (it starts no
+        progress thread by default), so an Iallreduce left alone until the final wait would
+        do all its work there, after backward. Testing the oldest request as each gradient
+        arrives (about a microsecond) drives MPI's progress engine for all of them.
+        """
+        while self.first_in_flight < self.next_bucket:
+            if not self.buckets[self.first_in_flight].work.is_completed():
+                return
+            self.first_in_flight += 1
 
     def finish(self):
         """Waits for every bucket and writes the averaged gradients into .grad."""
