@@ -10,7 +10,7 @@ export function num(x) {
   if (x === 0) return '0';
   const a = Math.abs(x);
   if (a >= 1e-3 && a < 1e5) return String(Number(x.toPrecision(5)));
-  return x.toExponential(4);
+  return x.toExponential(4).replace(/\.?0+e/, 'e'); // 2.5000e+5 reads 2.5e+5
 }
 
 const STAT_ROWS = [

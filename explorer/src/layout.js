@@ -2,6 +2,7 @@
 // modules are dagre's compound nodes, so each one is a box around its contents.
 
 import dagre from '@dagrejs/dagre';
+import { num } from './format.js';
 
 const CHAR_WIDTH = 6.6; // px per character at the page's 11px font; dagre needs sizes up front
 
@@ -26,7 +27,8 @@ export function itemLines(item, model) {
   const shape = model.shapeText(node.shape);
   if (node.role === 'intermediate') return [shape];
   const name = model.tensorLabel(node);
-  const scalar = node.value.size === 1 && node.value.mean !== null ? ` = ${node.value.mean.toPrecision(5)}` : '';
+  const shown = node.value.size === 1 && node.value.mean !== null && node.role !== 'input';
+  const scalar = shown ? ` = ${num(node.value.mean)}` : ''; // a constant's name has its value
   return [name + scalar, `${shape} ${node.dtype}`];
 }
 

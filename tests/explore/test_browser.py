@@ -255,3 +255,37 @@ def test_jupyter_frame_shows_the_same_page(browser, gpt_page, tmp_path):
         )
     finally:
         browser.switch_to.default_content()
+
+
+def test_a_step_shows_a_gradient_accumulating_into_a_tensor_used_twice(browser, gpt_page):
+    *_, result = gpt_page
+    steps = result.data["steps"]
+    # the tied embedding: wte.weight feeds the Embedding and (transposed) the LM head
+    wte = node_of(result, name="wte.weight")
+    index = next(
+        i for i, s in enumerate(steps) for t in s["sends"] if t["to"] == wte["id"] and t["k"] == 2
+    )
+    open_page(browser, result.path)
+    click(browser, "#backward")
+    browser.execute_script(
+        "const s = document.getElementById('step-slider'); s.value = arguments[0];"
+        "s.dispatchEvent(new Event('input'))",
+        index + 1,
+    )
+    assert css(browser, "#step-label")[0].text.startswith(f"{index + 1} / {len(steps)}")
+    (acc,) = css(browser, '#inspector [data-field="accumulates"]')
+    assert acc.text == "adds 2 of 2"
+
+
+def test_nan_and_exploding_gradients_are_marked_on_the_graph(browser, tmp_path, screenshots):
+    x = tt.tensor([1.0, -1.0, 4.0], requires_grad=True)
+    with np.errstate(invalid="ignore"):
+        result = tt.explore((tt.sqrt(x) * 1e6).sum(), params={"x": x}, path=tmp_path / "n.html")
+    open_page(browser, result.path)
+    x_node = node_of(result, name="x")
+    (drawn,) = css(browser, f'.node.flag-nan[data-key="n{x_node["id"]}"]')
+    assert "NaN" in drawn.find_element("css selector", ".badge").text
+    assert css(browser, ".node.flag-exploding")
+    click(browser, f'.node[data-key="n{x_node["id"]}"]')
+    assert stat(browser, "grad", "nan") == 1  # d sqrt(x)/dx at x = -1
+    browser.save_screenshot(str(screenshots / "7-nan-and-exploding.png"))

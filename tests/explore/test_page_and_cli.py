@@ -128,3 +128,10 @@ def test_the_example_writes_a_page(tmp_path):
     assert done.returncode == 0, done.stderr
     assert "1 layers" in embedded_graph(tmp_path / "p.html")["title"]
     assert "backward steps" in done.stdout
+
+
+def test_values_are_summarised_not_dumped(tmp_path):
+    x = tt.randn(1000, 1000, requires_grad=True)  # a million values
+    result = tt.explore((x * x).mean(), params={"x": x}, path=tmp_path / "big.html")
+    bundle = (STATIC / "explorer.js").stat().st_size + (STATIC / "explorer.css").stat().st_size
+    assert result.size_bytes - bundle < 10_000  # a few summaries, whatever the tensors' size
