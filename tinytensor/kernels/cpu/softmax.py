@@ -1,0 +1,164 @@
+"""Softmax, log-softmax and cross-entropy over the last dim of a (rows, C) array, row-parallel.
+
+NOTE: each row subtracts its max before exp (no overflow); sums accumulate in float64. A row of
+all -inf gives NaN, as NumPy's reference and PyTorch do. Cross-entropy makes one pass over the
+logits forward (keeping only each row's log-sum-exp) and one backward, where it writes
+softmax(z) - q straight into the gradient: the (rows, C) log-probabilities are never stored.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import prange
+
+from .dispatch import pick, twin_jit
+from .scalar_math import fast_exp
+
+
+@twin_jit
+def _softmax_forward(x, p):
+    rows, c = x.shape
+    for i in prange(rows):
+        m_t = x.dtype.type(-np.inf)
+        for j in range(c):
+            m_t = x[i, j] if x[i, j] > m_t else m_t
+        for j in range(c):  # NOTE: exp and sum in separate loops: each vectorizes on its own
+            p[i, j] = fast_exp(x[i, j] - m_t)
+        s = 0.0
+        for j in range(c):
+            s += p[i, j]
+        inv = x.dtype.type(1.0 / s)
+        for j in range(c):
+            p[i, j] *= inv
+
+
+@twin_jit
+def _softmax_backward(p, g, gx):
+    rows, c = p.shape
+    for i in prange(rows):
+        s = 0.0
+        for j in range(c):
+            s += g[i, j] * p[i, j]
+        s_t = p.dtype.type(s)
+        for j in range(c):
+            gx[i, j] = p[i, j] * (g[i, j] - s_t)
+
+
+@twin_jit
+def _log_softmax_forward(x, z):
+    rows, c = x.shape
+    for i in prange(rows):
+        m_t = x.dtype.type(-np.inf)
+        for j in range(c):
+            m_t = x[i, j] if x[i, j] > m_t else m_t
+        for j in range(c):
+            z[i, j] = fast_exp(x[i, j] - m_t)
+        s = 0.0
+        for j in range(c):
+            s += z[i, j]
+        log_s = x.dtype.type(math.log(s))
+        for j in range(c):
+            z[i, j] = (x[i, j] - m_t) - log_s
+
+
+@twin_jit
+def _log_softmax_backward(z, g, gx):
+    rows, c = z.shape
+    for i in prange(rows):
+        s = 0.0
+        for j in range(c):
+            s += g[i, j]
+        s_t = z.dtype.type(s)
+        for j in range(c):
+            gx[i, j] = g[i, j] - fast_exp(z[i, j]) * s_t
+
+
+@twin_jit
+def _cross_entropy_forward(z, target, keep, eps, losses, lse):
+    rows, c = z.shape
+    for i in prange(rows):
+        m_t = z.dtype.type(-np.inf)
+        for j in range(c):
+            m_t = z[i, j] if z[i, j] > m_t else m_t
+        e = np.empty(c, z.dtype)  # per row: threads must not share it
+        for j in range(c):
+            e[j] = fast_exp(z[i, j] - m_t)
+        s = 0.0
+        total = 0.0
+        for j in range(c):
+            s += e[j]
+            total += z[i, j]
+        row_lse = m_t + math.log(s)
+        lse[i] = row_lse
+        if keep[i]:
+            loss = -(1.0 - eps) * (z[i, target[i]] - row_lse)
+            if eps != 0.0:
+                loss -= eps * (total / c - row_lse)
+            losses[i] = loss
+        else:
+            losses[i] = 0.0
+
+
+@twin_jit
+def _cross_entropy_backward(z, target, keep, lse, eps, scale, gz):
+    rows, c = z.shape
+    smooth = z.dtype.type(eps / c)
+    hit = z.dtype.type(1.0 - eps)
+    for i in prange(rows):
+        if not keep[i]:
+            for j in range(c):
+                gz[i, j] = 0.0
+            continue
+        row_lse, k = z.dtype.type(lse[i]), z.dtype.type(scale[i])
+        for j in range(c):
+            gz[i, j] = (fast_exp(z[i, j] - row_lse) - smooth) * k
+        gz[i, target[i]] -= hit * k
+
+
+def _rows(x):
+    return x.reshape(-1, x.shape[-1])
+
+
+def softmax_forward(x):
+    """softmax over the last dim."""
+    p = np.empty_like(x)
+    pick(_softmax_forward, x.size)(_rows(x), _rows(p))
+    return p
+
+
+def softmax_backward(p, g):
+    """p·(g - Σ g·p) over the last dim."""
+    gx = np.empty_like(p)
+    pick(_softmax_backward, p.size)(_rows(p), _rows(g), _rows(gx))
+    return gx
+
+
+def log_softmax_forward(x):
+    z = np.empty_like(x)
+    pick(_log_softmax_forward, x.size)(_rows(x), _rows(z))
+    return z
+
+
+def log_softmax_backward(z, g):
+    """g - exp(z)·Σ g over the last dim."""
+    gx = np.empty_like(z)
+    pick(_log_softmax_backward, z.size)(_rows(z), _rows(g), _rows(gx))
+    return gx
+
+
+def cross_entropy_forward(z, target, keep, eps):
+    """Per-row losses -(1-ε)·log p[target] - ε·mean(log p) (0 where not `keep`), and each row's
+    log-sum-exp, for logits z (rows, C) and int64 targets (rows,)."""
+    rows = z.shape[0]
+    losses, lse = np.empty(rows, z.dtype), np.empty(rows, np.float64)
+    pick(_cross_entropy_forward, z.size)(z, target, keep, float(eps), losses, lse)
+    return losses, lse
+
+
+def cross_entropy_backward(z, target, keep, lse, eps, scale):
+    """(softmax(z) - q)·scale per row, 0 on rows not kept; scale: (rows,) float64."""
+    gz = np.empty_like(z)
+    pick(_cross_entropy_backward, z.size)(z, target, keep, lse, float(eps), scale, gz)
+    return gz

@@ -1,0 +1,132 @@
+"""One thread count for the fused kernels and for OpenBLAS, following the cores that are free.
+
+Both pools run one after the other (a kernel returns before the next matrix product starts), so
+with one count n <= cores they never oversubscribe each other. What makes threads slow on a busy
+machine is waiting: every kernel and every product ends at a barrier, and a thread that shares
+its core with another process is descheduled for a whole time slice (milliseconds) while the
+others wait. A 2-core machine with one core busy ran the GPT step 3-10x slower with two threads
+than with one. So by default the count follows the load:
+
+- every `PROBE_SECONDS` the cores this process could use are estimated from /proc/stat: the idle
+  cores plus the cores this process itself used (its own threads' time counts as available);
+- the count is that many whole cores (at least 1, at most the cores it may run on), set on
+  numba's pool and, through threadpoolctl, on OpenBLAS.
+
+`set_num_threads(n)` fixes the count instead (PyTorch's `torch.set_num_threads`); so does the
+environment's NUMBA_NUM_THREADS / OMP_NUM_THREADS / OPENBLAS_NUM_THREADS (in that order). numba
+runs its "workqueue" layer, whose workers sleep between kernels (OpenMP's spin by default).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+PROBE_SECONDS = 0.5
+_state = {"configured": False, "fixed": None, "current": None, "next_probe": 0.0, "last": None}
+
+
+def cores_allowed() -> int:
+    """The cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS has no affinity call
+        return os.cpu_count() or 1
+
+
+def _fixed_by_environment():
+    for name in ("NUMBA_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        value = os.environ.get(name, "")
+        if value.isdigit() and int(value) > 0:
+            return int(value)
+    return None
+
+
+def configure_once() -> None:
+    """Before the first fused kernel: numba's threading layer and the first thread count."""
+    if _state["configured"]:
+        return
+    _state["configured"] = True
+    import numba
+
+    if "NUMBA_THREADING_LAYER" not in os.environ:
+        numba.config.THREADING_LAYER = "workqueue"
+    if _state["fixed"] is None:
+        _state["fixed"] = _fixed_by_environment()
+    _apply(_state["fixed"] or cores_allowed())
+
+
+def follow_load() -> None:
+    """Re-estimates the free cores at most every PROBE_SECONDS (cheap otherwise: one clock
+    read); called before each fused kernel."""
+    now = time.monotonic()
+    if _state["fixed"] is not None or now < _state["next_probe"]:
+        return
+    _state["next_probe"] = now + PROBE_SECONDS
+    free = free_cores()
+    if free is not None:
+        _apply(max(1, min(cores_allowed(), int(free + 0.15))))
+
+
+def free_cores():
+    """Cores available to this process since the previous call: idle + used by this process
+    (None on the first call, or without /proc/stat)."""
+    try:
+        with open("/proc/stat") as f:
+            ticks = [int(v) for v in f.readline().split()[1:9]]
+    except (OSError, ValueError):
+        return None
+    t = os.times()
+    hz = os.sysconf("SC_CLK_TCK")
+    sample = (sum(ticks), ticks[3] + ticks[4], (t.user + t.system) * hz)
+    last, _state["last"] = _state["last"], sample
+    if last is None:
+        return None
+    total, idle, own = (a - b for a, b in zip(sample, last))
+    if total <= 0:
+        return None
+    cores = os.cpu_count() or 1  # /proc/stat counts every core of the machine
+    return (idle + own) / total * cores
+
+
+def _apply(n: int) -> None:
+    if n == _state["current"]:
+        return
+    _state["current"] = n
+    if _state["configured"]:
+        import numba
+
+        numba.set_num_threads(min(n, numba.config.NUMBA_NUM_THREADS))
+    _set_blas_threads(n)
+
+
+def set_num_threads(n: int) -> None:
+    """Uses `n` threads for the fused kernels and OpenBLAS's matrix products from now on,
+    instead of following the load (PyTorch's `torch.set_num_threads`)."""
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"set_num_threads: n must be a positive int, got {n!r}")
+    _state["fixed"] = n
+    _apply(n)
+
+
+def get_num_threads() -> int:
+    """The thread count in use now (fixed, or the latest that followed the load)."""
+    if _state["current"] is not None:
+        return _state["current"]
+    return _state["fixed"] or _fixed_by_environment() or cores_allowed()
+
+
+_blas = {}
+
+
+def _set_blas_threads(n: int) -> None:
+    if "controller" not in _blas:
+        try:
+            from threadpoolctl import ThreadpoolController
+
+            _blas["controller"] = ThreadpoolController().select(user_api="blas")
+        except ImportError:  # without threadpoolctl OpenBLAS keeps OPENBLAS_NUM_THREADS
+            _blas["controller"] = None
+    if _blas["controller"] is not None:
+        for lib in _blas["controller"].lib_controllers:
+            lib.set_num_threads(n)
