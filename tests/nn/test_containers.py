@@ -218,3 +218,27 @@ def test_module_list_editing_as_torch(torch):
     ours, theirs = build(tt), build(torch)
     assert names(ours.named_parameters()) == names(theirs.named_parameters())
     assert [type(m).__name__ for m in ours] == [type(m).__name__ for m in theirs]
+
+
+def test_weight_decay_grouping_by_module_type_as_torch(torch):
+    """minGPT-style optimizer groups: walk named_modules, then each module's named_parameters,
+    and sort every full name into decay / no-decay by module type and parameter name."""
+
+    def groups(lib):
+        model = nanogpt_style(lib)
+        decay, no_decay = set(), set()
+        for mn, m in model.named_modules():
+            for pn, _ in m.named_parameters():
+                fpn = f"{mn}.{pn}" if mn else pn
+                if pn.endswith("bias"):
+                    no_decay.add(fpn)
+                elif pn.endswith("weight") and isinstance(m, lib.nn.Linear):
+                    decay.add(fpn)
+                elif pn.endswith("weight") and isinstance(m, (lib.nn.LayerNorm, lib.nn.Embedding)):
+                    no_decay.add(fpn)
+        every = {pn for pn, _ in model.named_parameters()}
+        return decay, no_decay, every
+
+    ours, theirs = groups(tt), groups(torch)
+    assert ours == theirs
+    assert "lm_head.weight" in ours[0] and "transformer.ln_f.bias" in ours[1]
