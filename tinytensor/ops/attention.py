@@ -12,6 +12,7 @@ import math
 
 from ..backend import get_array_module
 from ..function import Function
+from ..kernels.cpu.dispatch import kernels_for
 from ..tensor import Tensor, devices_mismatch_error
 from .nn_ops import dropout_keep_mask
 
@@ -48,6 +49,29 @@ def _sum_groups(g, groups):
     return g.reshape(g.shape[:-3] + (g.shape[-3] // groups, groups) + g.shape[-2:]).sum(axis=-3)
 
 
+def _probabilities(xp, s, scale, bias, allowed):
+    """softmax(τ·s + bias, masked) over the keys, in place on the fresh scores s where it can:
+    the NumPy reference of the fused kernel."""
+    if s.dtype.kind != "f":  # integer inputs promote as NumPy would (in place cannot)
+        s = s.astype(xp.result_type(s, 1.0))
+    s *= scale
+    if bias is not None:
+        s = s + bias  # may broadcast s to a larger shape: not in place
+    if allowed is not None:
+        if xp.broadcast_shapes(allowed.shape, s.shape) == s.shape:
+            xp.copyto(s, -xp.inf, where=~allowed)
+        else:
+            s = xp.where(allowed, s, -xp.inf)
+    # NOTE: no keys at all (Nk = 0): the max has no identity, so the rows shift by 0.
+    m = s.max(axis=-1, keepdims=True) if s.shape[-1] else xp.zeros(s.shape[:-1] + (1,), s.dtype)
+    m = xp.where(xp.isfinite(m), m, 0)  # NOTE: fully masked row: exp(-inf - 0) = 0, no NaN
+    s -= m
+    e = xp.exp(s, out=s)
+    total = e.sum(axis=-1, keepdims=True)
+    e /= xp.where(total == 0, 1, total)
+    return e
+
+
 class ScaledDotProductAttention(Function):
     """O = softmax(τ·Q·Kᵀ + bias, masked)·V; see the module docstring for the VJP.
 
@@ -65,24 +89,12 @@ class ScaledDotProductAttention(Function):
         # NOTE: the scores are one fresh array, updated in place from here on (the same
         # operations as out-of-place, so the same rounding, without a temporary per step).
         s = q @ _swap(k)
-        if s.dtype.kind != "f":  # integer inputs promote as NumPy would (in place cannot)
-            s = s.astype(xp.result_type(s, 1.0))
-        s *= scale
-        if bias is not None:
-            s = s + bias  # may broadcast s to a larger shape: not in place
-        if allowed is not None:
-            if xp.broadcast_shapes(allowed.shape, s.shape) == s.shape:
-                xp.copyto(s, -xp.inf, where=~allowed)
-            else:
-                s = xp.where(allowed, s, -xp.inf)
-        # NOTE: no keys at all (Nk = 0): the max has no identity, so the rows shift by 0.
-        m = s.max(axis=-1, keepdims=True) if s.shape[-1] else xp.zeros(s.shape[:-1] + (1,), s.dtype)
-        m = xp.where(xp.isfinite(m), m, 0)  # NOTE: fully masked row: exp(-inf - 0) = 0, no NaN
-        s -= m
-        e = xp.exp(s, out=s)
-        total = e.sum(axis=-1, keepdims=True)
-        e /= xp.where(total == 0, 1, total)
-        p = e
+        fused = kernels_for("attention", s) if bias is None else None
+        self.fused = fused if fused and fused.mask_fits(s, allowed) else None
+        if self.fused:  # scale, mask and softmax in one pass (kernels/cpu/attention.py)
+            p = self.fused.masked_softmax_(s, scale, allowed)
+        else:
+            p = _probabilities(xp, s, scale, bias, allowed)
         self.q, self.k, self.v, self.p = q, k, v, p
         self.scale, self.groups, self.keep = scale, groups, keep
         return (p * keep if keep is not None else p) @ v
@@ -95,7 +107,9 @@ class ScaledDotProductAttention(Function):
         if keep is not None:
             dp = dp * keep
         # ds = p·(dp - rowsum(dp·p)), in place on the fresh dp (same operations, same rounding)
-        if dp.shape == p.shape and dp.dtype == p.dtype:
+        if self.fused and kernels_for("attention", p, dp):
+            ds = self.fused.softmax_vjp_(p, dp)
+        elif dp.shape == p.shape and dp.dtype == p.dtype:
             dp -= (dp * p).sum(axis=-1, keepdims=True)
             dp *= p
             ds = dp

@@ -10,6 +10,7 @@ import numpy as np
 from .. import dtypes
 from ..backend import get_array_module, is_cupy_array
 from ..function import Function
+from ..kernels.cpu.dispatch import kernels_for
 from ..tensor import Tensor
 from ._util import normalize_dim
 
@@ -33,11 +34,16 @@ class Softmax(Function):
 
     def forward(self, x, axis=-1):
         self.axis = axis
-        self.p = _softmax(x, axis)
+        # the fused kernel (kernels/cpu/softmax.py) where it applies: last dim, NumPy float
+        fused = kernels_for("softmax", x) if axis == x.ndim - 1 else None
+        self.p = fused.softmax_forward(x) if fused else _softmax(x, axis)
         return self.p
 
     def backward(self, g):
         p = self.p
+        fused = kernels_for("softmax", p, g) if self.axis == p.ndim - 1 else None
+        if fused:
+            return fused.softmax_backward(p, np.ascontiguousarray(g))
         return p * (g - (g * p).sum(axis=self.axis, keepdims=True))
 
 
@@ -46,10 +52,14 @@ class LogSoftmax(Function):
 
     def forward(self, x, axis=-1):
         self.axis = axis
-        self.z = _log_softmax(x, axis)
+        fused = kernels_for("softmax", x) if axis == x.ndim - 1 else None
+        self.z = fused.log_softmax_forward(x) if fused else _log_softmax(x, axis)
         return self.z
 
     def backward(self, g):
+        fused = kernels_for("softmax", self.z, g) if self.axis == g.ndim - 1 else None
+        if fused:
+            return fused.log_softmax_backward(self.z, g)
         xp = get_array_module(g)
         return g - xp.exp(self.z) * g.sum(axis=self.axis, keepdims=True)
 
@@ -68,9 +78,17 @@ class CrossEntropy(Function):
         probs, target = (target, None) if target.dtype.kind == "f" else (None, target)
         xp = get_array_module(z)
         m, c = z.shape
-        log_p = _log_softmax(z, axis=1)
         eps = label_smoothing
         self.reduction, self.eps = reduction, eps
+        self.fused = kernels_for("softmax", z) if probs is None else None
+        if self.fused:  # one pass over the logits, keeping only each row's log-sum-exp
+            self.keep = target != ignore_index
+            self.target = xp.where(self.keep, target, 0)
+            self.z, self.q, self.log_p = z, None, None
+            losses, self.lse = self.fused.cross_entropy_forward(z, self.target, self.keep, eps)
+            self.count = self.keep.sum().astype(z.dtype)
+            return self._reduce(losses)
+        log_p = _log_softmax(z, axis=1)
         if probs is not None:  # class probabilities (an input: they get a gradient too)
             q = probs * (1 - eps) + eps / c if eps else probs
             self.keep = None
@@ -90,17 +108,30 @@ class CrossEntropy(Function):
             q = None
             self.target = safe
         self.q, self.log_p = q, log_p
-        if reduction == "none":
+        return self._reduce(losses)
+
+    def _reduce(self, losses):
+        if self.reduction == "none":
             return losses
         total = losses.sum()
-        if reduction == "sum":
+        if self.reduction == "sum":
             return total
         if not self.count:  # NOTE: every target ignored: the mean is nan, as in PyTorch
-            return total * xp.nan
+            return total * get_array_module(losses).nan
         return total / self.count
 
     def backward(self, g):
         xp = get_array_module(g)
+        if self.fused:
+            if self.reduction == "none":
+                scale = g.astype(np.float64)
+            else:
+                k = g / xp.maximum(self.count, 1) if self.reduction == "mean" else g
+                scale = np.full(self.z.shape[0], float(k))
+            grad = self.fused.cross_entropy_backward(
+                self.z, self.target, self.keep, self.lse, self.eps, scale
+            )
+            return grad, None
         p = xp.exp(self.log_p)
         m, c = p.shape
         if self.q is not None:
@@ -133,6 +164,11 @@ class LayerNorm(Function):
         xp = get_array_module(x)
         axes = tuple(range(x.ndim - n, x.ndim))
         self.axes, self.weight = axes, weight
+        self.fused = kernels_for("norms", x, weight, bias) if n == 1 and x.size else None
+        if self.fused:  # keeps x and each row's mean and 1/σ; backward recomputes x̂
+            y, self.mean, self.r = self.fused.layer_norm_forward(x, weight, bias, eps)
+            self.x = x
+            return y
         # NOTE: sum·(1/n) instead of mean: NumPy's mean costs twice a sum on small rows
         count = 1
         for a in axes:
@@ -151,9 +187,16 @@ class LayerNorm(Function):
         return y
 
     def backward(self, g):
+        needs = self.needs_input_grad
+        if self.fused:  # the kernel reads rows: a strided g (e.g. from a transpose) is copied once
+            g = np.ascontiguousarray(g, dtype=self.x.dtype)
+            gx, gw, gb = self.fused.layer_norm_backward(
+                self.x, self.weight, g, self.mean, self.r, needs[0]
+            )
+            gw = gw if len(needs) > 1 and needs[1] else None
+            return gx, gw, (gb if len(needs) > 2 and needs[2] else None)
         axes, xhat = self.axes, self.xhat
         batch_axes = tuple(range(g.ndim - len(axes)))
-        needs = self.needs_input_grad
         gw = (g * xhat).sum(axis=batch_axes) if len(needs) > 1 and needs[1] else None
         gb = g.sum(axis=batch_axes) if len(needs) > 2 and needs[2] else None
         gx = None
@@ -178,13 +221,22 @@ class RMSNorm(Function):
         xp = get_array_module(x)
         axes = tuple(range(x.ndim - n, x.ndim))
         self.axes, self.weight = axes, weight
+        self.fused = kernels_for("norms", x, weight) if n == 1 and x.size else None
+        if self.fused:  # keeps x and each row's 1/rms; backward recomputes x̂
+            y, self.r = self.fused.rms_norm_forward(x, weight, eps)
+            self.x = x
+            return y
         self.r = 1 / xp.sqrt((x * x).mean(axis=axes, keepdims=True) + eps)
         self.xhat = x * self.r
         return self.xhat * weight if weight is not None else self.xhat
 
     def backward(self, g):
-        axes, xhat = self.axes, self.xhat
         needs = self.needs_input_grad
+        if self.fused:
+            g = np.ascontiguousarray(g, dtype=self.x.dtype)
+            gx, gw = self.fused.rms_norm_backward(self.x, self.weight, g, self.r, needs[0])
+            return gx, (gw if len(needs) > 1 and needs[1] else None)
+        axes, xhat = self.axes, self.xhat
         gw = None
         if len(needs) > 1 and needs[1]:
             gw = (g * xhat).sum(axis=tuple(range(g.ndim - len(axes))))
@@ -207,6 +259,12 @@ class Embedding(Function):
         return weight[ids]
 
     def backward(self, g):
+        fused = kernels_for("embedding", g)
+        if fused:
+            gw = fused.embedding_backward(self.ids, g, self.shape[0])
+            if self.padding_idx is not None:
+                gw[self.padding_idx] = 0
+            return gw, None
         xp = get_array_module(g)
         gw = xp.zeros(self.shape, dtype=g.dtype)
         rows, flat = self.ids.reshape(-1), g.reshape(-1, self.shape[1])
