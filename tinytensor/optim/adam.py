@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 from ..backend import get_array_module
+from ..kernels.cpu.dispatch import kernels_for
 from ..tensor import Tensor
 from .optimizer import Optimizer
 
@@ -63,6 +64,8 @@ class Adam(Optimizer):
         group["betas"] = tuple(betas)
 
     def _update_group(self, group):
+        if not group["amsgrad"] and self._update_group_fused(group):
+            return
         lr, (beta1, beta2), eps = group["lr"], group["betas"], group["eps"]
         weight_decay, amsgrad, maximize = group["weight_decay"], group["amsgrad"], group["maximize"]
         for p in group["params"]:
@@ -93,6 +96,47 @@ class Adam(Optimizer):
             step_size = lr / (1 - beta1**step)
             denom = xp.sqrt(v) / math.sqrt(1 - beta2**step) + eps
             p._array -= step_size * (m / denom)
+
+    def _update_group_fused(self, group) -> bool:
+        """The same update for every parameter of the group in one parallel pass
+        (kernels/cpu/optimizers.py); False where the kernels do not apply (then the loop above
+        runs)."""
+        params = [p for p in group["params"] if p.grad is not None]
+        if not params:
+            return True
+        arrays = [p._array for p in params]
+        grads = [p.grad._array for p in params]
+        fused = kernels_for("optimizers", *arrays, *grads)
+        if fused is None:
+            return False
+        for p, a in zip(params, arrays):
+            state = self.state.setdefault(p, {})
+            for key in ("exp_avg", "exp_avg_sq"):
+                if key not in state:
+                    state[key] = Tensor._wrap(get_array_module(a).zeros_like(a), False, None)
+        moments = [self.state[p]["exp_avg"]._array for p in params]
+        squares = [self.state[p]["exp_avg_sq"]._array for p in params]
+        if kernels_for("optimizers", *arrays, *moments, *squares) is None:
+            return False  # e.g. buffers loaded from a checkpoint in another dtype or layout
+        lr, (beta1, beta2) = group["lr"], group["betas"]
+        step_sizes, bias2_roots = [], []
+        for p in params:
+            state = self.state[p]
+            step = state["step"] = int(state.get("step", 0)) + 1  # int(): PyTorch saves a tensor
+            step_sizes.append(lr / (1 - beta1**step))
+            bias2_roots.append(math.sqrt(1 - beta2**step))
+        # the typed lists the kernel reads, kept per group across steps (not in the group dict:
+        # state_dict() saves that)
+        lists = self.__dict__.setdefault("_fused_lists", {}).setdefault(
+            id(group), fused.FlatLists()
+        )
+        hyper = dict(
+            lr=lr, beta1=beta1, beta2=beta2, eps=group["eps"],
+            weight_decay=group["weight_decay"], decoupled=self._decoupled_weight_decay,
+            maximize=group["maximize"],
+        )  # fmt: skip
+        fused.adam_update(lists, arrays, grads, moments, squares, step_sizes, bias2_roots, hyper)
+        return True
 
 
 class AdamW(Adam):

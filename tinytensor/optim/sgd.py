@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..kernels.cpu.dispatch import kernels_for
 from ..tensor import Tensor
 from .optimizer import Optimizer
 
@@ -55,6 +56,8 @@ class SGD(Optimizer):
             raise ValueError("SGD: Nesterov momentum requires a momentum > 0 and zero dampening")
 
     def _update_group(self, group):
+        if self._update_group_fused(group):
+            return
         lr, momentum, dampening = group["lr"], group["momentum"], group["dampening"]
         weight_decay, nesterov = group["weight_decay"], group["nesterov"]
         maximize = group["maximize"]
@@ -74,3 +77,37 @@ class SGD(Optimizer):
                     buf._array += (1 - dampening) * g
                 g = g + momentum * buf._array if nesterov else buf._array
             p._array -= lr * g
+
+    def _update_group_fused(self, group) -> bool:
+        """The same update for every parameter of the group in one parallel pass
+        (kernels/cpu/optimizers.py); False where the kernels do not apply."""
+        params = [p for p in group["params"] if p.grad is not None]
+        if not params:
+            return True
+        arrays = [p._array for p in params]
+        grads = [p.grad._array for p in params]
+        fused = kernels_for("optimizers", *arrays, *grads)
+        if fused is None:
+            return False
+        momentum = group["momentum"]
+        buffers, fresh = arrays, [False] * len(params)  # no momentum: the kernel ignores them
+        if momentum != 0:
+            states = [self.state.setdefault(p, {}) for p in params]
+            saved = [
+                s["momentum_buffer"]._array for s in states if s.get("momentum_buffer") is not None
+            ]
+            if saved and kernels_for("optimizers", *arrays, *saved) is None:
+                return False  # e.g. buffers loaded from a checkpoint in another dtype or layout
+            buffers = []
+            for k, state in enumerate(states):
+                if state.get("momentum_buffer") is None:  # the kernel sets it to g this step
+                    state["momentum_buffer"] = Tensor._wrap(arrays[k].copy(), False, None)
+                    fresh[k] = True
+                buffers.append(state["momentum_buffer"]._array)
+        lists = self.__dict__.setdefault("_fused_lists", {}).setdefault(
+            id(group), fused.FlatLists()
+        )
+        hyper = {k: group[k] for k in ("lr", "momentum", "dampening", "weight_decay")}
+        hyper.update(nesterov=group["nesterov"], maximize=group["maximize"])
+        fused.sgd_update(lists, arrays, grads, buffers, fresh, hyper)
+        return True
