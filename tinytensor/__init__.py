@@ -66,6 +66,7 @@ from .ops import (
     clamp,
     clone,
     concat,
+from .kernels.cpu import cpu_kernels, get_num_threads, set_num_threads  # fused CPU kernels
     concatenate,
     cos,
     cross_entropy,
