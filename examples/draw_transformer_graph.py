@@ -43,7 +43,7 @@ def block_graph(seed: int):
     """The graph of one Pre-LN Transformer block on a (1, 4, 16) input."""
     tt.manual_seed(seed)
     block = tiny_gpt(1).blocks[0]
-    x = tt.randn(1, 4, 16, requires_grad=True)
+    x = tt.randn(1, 4, 16)  # an input: drawn in the input colour, the weights in theirs
     y = block(x, is_causal=True)
     return draw_graph(y, params=block, name="one GPT-2 block: x + attn(ln(x)), then + ffn(ln(x))")
 

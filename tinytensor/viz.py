@@ -144,7 +144,8 @@ def draw_graph(
             tensor_name = model.tensor_names.get(id(obj))
             label = _tensor_label(obj, kind, tensor_name, outputs, show_grad)
             placed.append((ids[key], label, kind, clusters.of_tensor(key, obj, kind)))
-    _emit_clusters(graph, placed)
+    # inputs first: graphviz then orders each rank as the arguments were given (q, k, v)
+    _emit_clusters(graph, placed[::-1])
 
     hidden = len(view.nodes) - len(drawn)
     if hidden:
