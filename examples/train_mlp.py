@@ -17,6 +17,7 @@ import argparse
 import json
 import math
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -24,8 +25,11 @@ from pathlib import Path
 # busy 2-core machine they made each step 5x slower. Set before NumPy loads OpenBLAS.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # the `training` package
+
 import numpy as np  # noqa: E402
 from tqdm import tqdm  # noqa: E402
+from training.plotting import BELOW_NOTE, smooth, validation_below_training  # noqa: E402
 
 import tinytensor as tt  # noqa: E402
 from tinytensor import nn  # noqa: E402
@@ -113,46 +117,69 @@ def train(args):
 
 
 def plot(model, data, history, path):
-    """Decision boundary with the points (left) and loss/accuracy curves (right)."""
+    """Writes figure(model, data, history) to `path` (a PNG)."""
+    import matplotlib.pyplot as plt
+
+    fig = figure(model, data, history)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def figure(model, data, history):
+    """The decision boundary with the points and a colour bar (left); the losses and, in their
+    own panel below, the validation accuracy (right); a note when validation ends below
+    training."""
     import matplotlib
 
     matplotlib.use("Agg")  # files only: no display needed
     import matplotlib.pyplot as plt
 
     x, y = data
-    fig, (ax, curves) = plt.subplots(
-        1, 2, figsize=(11, 4.8), gridspec_kw=dict(width_ratios=[1, 1.2])
-    )
+    fig = plt.figure(figsize=(12, 5.2))
+    grid = fig.add_gridspec(2, 2, width_ratios=[1, 1.1], height_ratios=[2, 1])
+    ax = fig.add_subplot(grid[:, 0])
     lo, hi = x.min(0) - 0.1, x.max(0) + 0.1
     gx, gy = np.meshgrid(np.linspace(lo[0], hi[0], 300), np.linspace(lo[1], hi[1], 300))
-    grid = np.stack([gx.ravel(), gy.ravel()], axis=1).astype(np.float32)
+    points = np.stack([gx.ravel(), gy.ravel()], axis=1).astype(np.float32)
     with tt.no_grad():
-        p1 = F.softmax(model(tt.tensor(grid)), dim=1).numpy()[:, 1].reshape(gx.shape)
-    ax.contourf(gx, gy, p1, levels=np.linspace(0, 1, 11), cmap="RdBu_r", alpha=0.55)
+        p1 = F.softmax(model(tt.tensor(points)), dim=1).numpy()[:, 1].reshape(gx.shape)
+    filled = ax.contourf(gx, gy, p1, levels=np.linspace(0, 1, 11), cmap="RdBu_r", alpha=0.55)
     ax.contour(gx, gy, p1, levels=[0.5], colors="k", linewidths=1.2)
     for label, color in ((0, "#2166ac"), (1, "#b2182b")):
         pts = x[y == label]
-        ax.scatter(pts[:, 0], pts[:, 1], s=6, c=color, label=f"class {label}")
-    ax.set_title("decision boundary (black: p = 0.5)")
+        ax.scatter(pts[:, 0], pts[:, 1], s=6, c=color, label=f"points of spiral {label}")
+    fig.colorbar(filled, ax=ax, shrink=0.8, label="model's probability of spiral 1")
+    ax.set_xlabel("x₁ (first input coordinate)")
+    ax.set_ylabel("x₂ (second input coordinate)")
+    ax.set_title("decision boundary (black line: probability 0.5)")
     ax.set_aspect("equal")
     ax.legend(loc="upper right", fontsize=8)
 
     steps = history["step"]
-    curves.plot(steps, history["train_loss"], label="train loss (batch)", color="#7f7f7f")
-    curves.plot(steps, history["val_loss"], label="validation loss", color="#1f77b4")
-    curves.set_yscale("log")
-    curves.set_xlabel("step")
-    curves.set_ylabel("cross-entropy")
-    accuracy = curves.twinx()
+    losses = fig.add_subplot(grid[0, 1])
+    train = np.asarray(history["train_loss"])
+    losses.plot(steps, train, label="training loss, each batch", color="#7f7f7f", alpha=0.5)
+    losses.plot(steps, history["val_loss"], label="validation loss", color="#1f77b4")
+    losses.set_yscale("log")
+    losses.set_ylabel("cross-entropy (nats per point, log scale)")
+    losses.set_title("training")
+    losses.grid(True, which="both", alpha=0.3)
+    losses.legend(loc="upper right", fontsize=8)
+    accuracy = fig.add_subplot(grid[1, 1], sharex=losses)
     accuracy.plot(steps, history["val_accuracy"], label="validation accuracy", color="#2ca02c")
-    accuracy.set_ylabel("accuracy")
+    accuracy.set_ylabel("fraction correct")
     accuracy.set_ylim(0.4, 1.01)
-    lines = curves.get_lines() + accuracy.get_lines()
-    curves.legend(lines, [line.get_label() for line in lines], loc="center right", fontsize=8)
-    curves.set_title("training")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    accuracy.set_xlabel("optimizer step")
+    accuracy.grid(True, alpha=0.3)
+    accuracy.legend(loc="lower right", fontsize=8)
+    window = max(1, len(train) // 20)
+    note = validation_below_training(
+        steps, smooth(train, window), steps, np.asarray(history["val_loss"])
+    )
+    fig.tight_layout(rect=(0, 0.08 if note else 0, 1, 1))
+    if note:
+        fig.text(0.01, 0.01, BELOW_NOTE, fontsize=7, style="italic", va="bottom")
+    return fig
 
 
 def draw_step_graph(model, data, path):

@@ -59,7 +59,7 @@ def main():
     ax.plot(lengths, tiled, "s-", label='tiled (attention_backend("tiled"))')
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
-    ax.set_xlabel("sequence length T")
+    ax.set_xlabel("sequence length T (tokens)")
     ax.set_ylabel("peak traced memory (MiB, log)")
     ax.set_title(f"Attention memory, forward + backward (B={B}, H={H}, d={D}, float32)")
     ax.grid(True, which="both", alpha=0.3)

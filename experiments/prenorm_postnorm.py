@@ -131,14 +131,14 @@ def plot(pre, post, steps, path):
     for ax, key, title in zip(
         axes, ("init", "trained"), ("at initialization", f"after {steps} steps")
     ):
-        ax.plot(layers, pre[key], "o-", label="Pre-LN (norm_first=True)")
-        ax.plot(layers, post[key], "s-", label="Post-LN (norm_first=False)")
+        ax.plot(layers, pre[key], "o-", label="Pre-LN: LayerNorm before each sublayer")
+        ax.plot(layers, post[key], "s-", label="Post-LN: LayerNorm after each residual add")
         ax.set_yscale("log")
         ax.set_xticks(layers)
         ax.set_xlabel("layer (1 = next to the input)")
         ax.set_title(title)
         ax.grid(True, which="both", alpha=0.3)
-        ax.set_ylabel("grad norm of the layer's parameters (log)")
+        ax.set_ylabel("L2 norm of the layer's parameter gradients (log scale)")
     axes[0].legend()
     fig.suptitle(
         f"{len(layers)}-layer Transformer, d_model={D_MODEL}, {N_HEADS} heads, copy task, AdamW"
