@@ -53,6 +53,7 @@ from .dtypes import (
 )
 from .function import Function, enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from .gradcheck import GradcheckError, gradcheck
+from .kernels.cpu import cpu_kernels, get_num_threads, set_num_threads  # fused CPU kernels
 from .ops import (
     abs,
     all,
@@ -66,7 +67,6 @@ from .ops import (
     clamp,
     clone,
     concat,
-from .kernels.cpu import cpu_kernels, get_num_threads, set_num_threads  # fused CPU kernels
     concatenate,
     cos,
     cross_entropy,
