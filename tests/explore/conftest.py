@@ -17,8 +17,8 @@ BROWSERS = ("chromium", "chromium-browser", "google-chrome")
 
 def _missing(reason):
     if REQUIRE:
-        pytest.fail(f"the explorer's browser tests need {reason} (TINYTENSOR_REQUIRE_REFERENCE=1)")
-    pytest.skip(f"{reason} is missing, so the explorer's browser tests are skipped")
+        pytest.fail(f"{reason}: the explorer's browser tests need it (TINYTENSOR_REQUIRE_REFERENCE=1)")
+    pytest.skip(f"{reason}, so the explorer's browser tests are skipped")
 
 
 @pytest.fixture(scope="session")
@@ -27,11 +27,11 @@ def browser():
         from selenium import webdriver
         from selenium.webdriver.chrome.service import Service
     except ImportError as e:
-        _missing(f"selenium (pip install -e '.[test]'): {e}")
+        _missing(f"selenium is not installed (pip install -e '.[test]'): {e}")
     binary = next((shutil.which(b) for b in BROWSERS if shutil.which(b)), None)
     driver_path = shutil.which("chromedriver")
     if binary is None or driver_path is None:
-        _missing("Chromium and chromedriver (apt-get install chromium chromium-driver)")
+        _missing("Chromium or chromedriver is missing (apt-get install chromium chromium-driver)")
     options = webdriver.ChromeOptions()
     options.binary_location = binary
     for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
@@ -41,7 +41,7 @@ def browser():
     try:
         driver = webdriver.Chrome(service=Service(driver_path), options=options)
     except Exception as e:  # a driver that does not match the browser, no display libraries...
-        _missing(f"a working headless Chromium ({type(e).__name__}: {str(e)[:300]})")
+        _missing(f"headless Chromium does not start ({type(e).__name__}: {str(e)[:300]})")
     yield driver
     driver.quit()
 
