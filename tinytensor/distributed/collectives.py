@@ -50,23 +50,25 @@ def check_same_call(backend, where: str, signature: str) -> None:
         )
 
 
-def _check_call(backend, where, signature):
-    if CHECK_CALLS:
-        check_same_call(backend, where, signature)
+def _check_call(backend, where, describe):
+    """check_same_call with the signature `describe()` (formatted only when checking)."""
+    if CHECK_CALLS and backend.world_size > 1:
+        check_same_call(backend, where, describe())
 
 
 def _array_of(tensor, where: str, backend, argument: str = "tensor"):
     """The tensor's backend array, after checking that this backend can communicate it."""
     if not isinstance(tensor, Tensor):
         raise TypeError(f"{where}: {argument} must be a Tensor, got {type(tensor).__name__}")
-    on_cuda = tensor.device.type == "cuda"
+    array = tensor._array
+    on_cuda = not isinstance(array, np.ndarray)  # a CuPy array (cheaper than tensor.device)
     if on_cuda != (backend.name == "nccl"):
         wanted = "CUDA tensors (backend='nccl')" if backend.name == "nccl" else "CPU tensors"
         raise RuntimeError(
             f"{where}: the {backend.name} backend communicates {wanted}; {argument} is on "
             f"{tensor.device} (move it with .to(...), or init the other backend)"
         )
-    return tensor._array
+    return array
 
 
 def _contiguous(array):
@@ -111,7 +113,7 @@ def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False):
     array = _array_of(tensor, where, backend)
     if op is ReduceOp.AVG and array.dtype.kind != "f":
         raise TypeError(f"{where}: ReduceOp.AVG needs a floating-point tensor, got {array.dtype}")
-    _check_call(backend, where, f"all_reduce(shape={array.shape}, dtype={array.dtype}, {op})")
+    _check_call(backend, where, lambda: f"{where}(shape={array.shape}, dtype={array.dtype}, {op})")
     buffer, copied = _contiguous(array)
     if not async_op:
         backend.all_reduce(buffer, op)
@@ -134,7 +136,8 @@ def broadcast(tensor, src: int, group=None, async_op=False):
     backend = current_backend(where, group)
     src = _check_rank(where, "src", src, backend.world_size)
     array = _array_of(tensor, where, backend)
-    _check_call(backend, where, f"broadcast(shape={array.shape}, dtype={array.dtype}, src={src})")
+    describe = lambda: f"{where}(shape={array.shape}, dtype={array.dtype}, src={src})"
+    _check_call(backend, where, describe)
     buffer, copied = _contiguous(array)
     backend.broadcast(buffer, src)
     if copied:
@@ -164,7 +167,7 @@ def all_gather(tensor_list, tensor, group=None, async_op=False):
     backend = current_backend(where, group)
     array = _array_of(tensor, where, backend)
     outputs = _check_list(where, "tensor_list", tensor_list, backend.world_size, array, backend)
-    _check_call(backend, where, f"all_gather(shape={array.shape}, dtype={array.dtype})")
+    _check_call(backend, where, lambda: f"{where}(shape={array.shape}, dtype={array.dtype})")
     xp = get_array_module(array)
     gathered = xp.empty((backend.world_size, *array.shape), dtype=array.dtype)
     backend.all_gather(_contiguous(array)[0], gathered)
@@ -184,7 +187,7 @@ def all_gather_into_tensor(output_tensor, input_tensor, group=None, async_op=Fal
             f"{where}: output_tensor must hold world_size={backend.world_size} x "
             f"{array.size} {array.dtype} elements, got shape {out.shape} ({out.dtype})"
         )
-    _check_call(backend, where, f"{where}(shape={array.shape}, dtype={array.dtype})")
+    _check_call(backend, where, lambda: f"{where}(shape={array.shape}, dtype={array.dtype})")
     buffer, copied = _contiguous(out)
     backend.all_gather(_contiguous(array)[0], buffer)
     if copied:
@@ -201,7 +204,7 @@ def reduce_scatter(output, input_list, op=ReduceOp.SUM, group=None, async_op=Fal
     inputs = _check_list(where, "input_list", input_list, backend.world_size, out, backend)
     if op is ReduceOp.AVG and out.dtype.kind != "f":
         raise TypeError(f"{where}: ReduceOp.AVG needs a floating-point tensor, got {out.dtype}")
-    _check_call(backend, where, f"{where}(shape={out.shape}, dtype={out.dtype}, {op})")
+    _check_call(backend, where, lambda: f"{where}(shape={out.shape}, dtype={out.dtype}, {op})")
     xp = get_array_module(out)
     send = xp.stack(inputs)
     buffer, copied = _contiguous(out)
@@ -225,7 +228,7 @@ def reduce_scatter_tensor(output, input, op=ReduceOp.SUM, group=None, async_op=F
         )
     if op is ReduceOp.AVG and out.dtype.kind != "f":
         raise TypeError(f"{where}: ReduceOp.AVG needs a floating-point tensor, got {out.dtype}")
-    _check_call(backend, where, f"{where}(shape={out.shape}, dtype={out.dtype}, {op})")
+    _check_call(backend, where, lambda: f"{where}(shape={out.shape}, dtype={out.dtype}, {op})")
     buffer, copied = _contiguous(out)
     backend.reduce_scatter(_contiguous(array)[0], buffer, op)
     if copied:
