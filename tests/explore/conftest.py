@@ -17,7 +17,7 @@ BROWSERS = ("chromium", "chromium-browser", "google-chrome")
 
 def _missing(reason):
     if REQUIRE:
-        pytest.fail(f"{reason}: the explorer's browser tests need it (TINYTENSOR_REQUIRE_REFERENCE=1)")
+        pytest.fail(f"{reason}: the explorer's browser tests need it (REQUIRE_REFERENCE=1)")
     pytest.skip(f"{reason}, so the explorer's browser tests are skipped")
 
 
