@@ -105,8 +105,9 @@ class MultiheadAttention(Module):
             in PyTorch); the fused path then applies the causal rule itself.
 
     Returns (attn_output, attn_weights): attn_output shaped as query; attn_weights None
-    unless need_weights. NOTE: where a query may attend to no key at all, the fused path
-    (need_weights=False) gives zeros, tinytensor's rule; PyTorch gives NaN there.
+    unless need_weights. NOTE: where a query may attend to no key at all, need_weights=False
+    gives zeros before out_proj (the fused op's rule) and need_weights=True gives NaN (a softmax
+    over nothing), both as PyTorch 2.13.
 
     Example:
         >>> mha = nn.MultiheadAttention(16, 4)

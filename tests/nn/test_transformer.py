@@ -467,3 +467,20 @@ def test_transformer_initializes_every_matrix_xavier_uniform():
             bound = math.sqrt(6 / (fan_in + fan_out))
             assert 0.7 * bound < np.abs(p.numpy()).max() <= bound, name
     assert (model.encoder.norm.weight.numpy() == 1).all()  # vectors keep their own init
+
+
+def test_fully_masked_query_gives_what_torch_gives(torch, float64):
+    """A sequence that is all padding: zeros on the fused path, NaN with need_weights (torch's
+    softmax over nothing), in both libraries."""
+    torch.manual_seed(4)
+    theirs, ours = torch.nn.MultiheadAttention(E, HEADS), nn.MultiheadAttention(E, HEADS)
+    load_torch_weights(ours, theirs)
+    x = np.random.default_rng(5).standard_normal((L, N, E))
+    padding = np.zeros((N, L), bool)
+    padding[1] = True
+    for need_weights in (False, True):
+        out, _ = ours(*[tt.tensor(x)] * 3, tt.tensor(padding), need_weights)
+        out_t, _ = theirs(*[torch.tensor(x)] * 3, torch.tensor(padding), need_weights)
+        np.testing.assert_array_equal(np.isnan(out.numpy()), np.isnan(out_t.detach().numpy()))
+        assert np.isnan(out.numpy()[:, 1]).all() == need_weights
+        assert_close(out[:, 0], out_t[:, 0])
