@@ -11,8 +11,9 @@
 
 import importlib
 
-from . import cuda, dtypes
+from . import accelerator, backends, cuda, dtypes
 from .allocator import keep_freed_memory
+from .amp import autocast
 from .backend import Device as device
 from .creation import (
     arange,
@@ -37,6 +38,7 @@ from .creation import (
     zeros_like,
 )
 from .dtypes import (
+    bfloat16,
     bool,
     double,
     float,
@@ -46,12 +48,23 @@ from .dtypes import (
     get_default_dtype,
     half,
     int,
+    int8,
+    int16,
     int32,
     int64,
     long,
     set_default_dtype,
+    short,
+    uint8,
 )
-from .function import Function, enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from .function import (
+    Function,
+    enable_grad,
+    inference_mode,
+    is_grad_enabled,
+    no_grad,
+    set_grad_enabled,
+)
 from .gradcheck import GradcheckError, gradcheck
 from .kernels.cpu import cpu_kernels, get_num_threads, set_num_threads  # fused CPU kernels
 from .ops import (
@@ -181,14 +194,17 @@ from .ops.torch_extras import (  # PyTorch's extra arguments (alpha=, dtype=, ma
 )
 from .ops.torch_extras import mv_ as mv
 from .ops.torch_extras import repeat as _repeat  # noqa: F401 - Tensor.repeat's engine
-from .random import Generator, manual_seed
+from .random import Generator, initial_seed, manual_seed
 from .tensor import Tensor
+from .tensor_types import LEGACY_TYPES as _LEGACY_TYPES
+
+globals().update(_LEGACY_TYPES)  # tt.FloatTensor, tt.LongTensor, tt.BoolTensor, ...
 
 __version__ = "0.1.0"
 
 keep_freed_memory()  # freed op results are reused, not page-faulted in again: allocator.py
 
-_LAZY = {"nn", "optim", "models", "viz", "serialization", "linalg", "autograd", "utils"}
+_LAZY = {"nn", "optim", "models", "viz", "serialization", "linalg", "autograd", "utils", "amp"}
 _LAZY.add("distributed")  # tt.distributed: its MPI/NCCL libraries load only at init
 
 

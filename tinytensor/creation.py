@@ -7,7 +7,7 @@ import builtins
 from . import dtypes
 from . import random as _random
 from .backend import array_module_for
-from .tensor import Tensor
+from .tensor import Tensor, _as_array
 
 
 def _size(size):
@@ -33,7 +33,7 @@ def tensor(data, dtype=None, device=None, requires_grad=False) -> Tensor:
         >>> tt.tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True).shape
         (2, 2)
     """
-    t = Tensor(data, dtype=dtype, device=device)
+    t = Tensor._wrap(_as_array(data, dtype, device), False, None)
     if isinstance(data, Tensor) or hasattr(data, "__array__"):
         t._array = t._array.copy()
     return t.requires_grad_(True) if requires_grad else t
@@ -44,7 +44,7 @@ def as_tensor(data, dtype=None, device=None) -> Tensor:
     return (
         data
         if isinstance(data, Tensor) and dtype is None
-        else Tensor(data, dtype=dtype, device=device)
+        else Tensor._wrap(_as_array(data, dtype, device), False, None)
     )
 
 

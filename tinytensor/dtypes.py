@@ -9,11 +9,32 @@ import numpy as np
 float16 = half = np.dtype("float16")
 float32 = float = np.dtype("float32")
 float64 = double = np.dtype("float64")
+uint8 = np.dtype("uint8")
+int8 = np.dtype("int8")
+int16 = short = np.dtype("int16")
 int32 = int = np.dtype("int32")
 int64 = long = np.dtype("int64")
 bool = np.dtype("bool")  # noqa: A001 - PyTorch's name, only inside this module
 
-_SUPPORTED = {float16, float32, float64, int32, int64, bool, np.dtype("int8"), np.dtype("uint8")}
+
+class _Unsupported:
+    """A PyTorch dtype name the NumPy backend cannot compute in: using it is a clear error."""
+
+    def __init__(self, name, why):
+        self.name, self.why = name, why
+
+    def __repr__(self):
+        return f"tinytensor.{self.name}"
+
+
+# NOTE: NumPy has no bfloat16 arithmetic (ml_dtypes stores it, but as a non-float 'V' kind that
+# every op would need special-casing for); HF checkpoints stored in bfloat16 are read as float32.
+bfloat16 = _Unsupported(
+    "bfloat16",
+    "NumPy has no bfloat16 arithmetic; use float32 (bfloat16 checkpoints load as float32)",
+)
+
+_SUPPORTED = {float16, float32, float64, uint8, int8, int16, int32, int64, bool}
 _default_dtype = float32
 
 
@@ -40,6 +61,8 @@ def to_dtype(dtype):
         return int64
     if dtype is builtins.bool:
         return bool
+    if isinstance(dtype, _Unsupported):
+        raise TypeError(f"dtype {dtype.name} is not supported by tinytensor: {dtype.why}")
     try:
         dtype = np.dtype(dtype)
     except TypeError as e:

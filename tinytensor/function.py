@@ -150,6 +150,11 @@ def enable_grad():
     return _GradMode(True)
 
 
+def inference_mode(mode: bool = True):
+    """PyTorch's inference_mode: here the same as no_grad (no graph is built); a decorator too."""
+    return _GradMode(not mode)
+
+
 def set_grad_enabled(mode: bool):
     return _GradMode(bool(mode))
 

@@ -84,8 +84,24 @@ class Tensor:
     )
     __array_priority__ = 1000  # numpy scalars defer to our operators: np.float32(2) * x is a Tensor
 
-    def __init__(self, data, requires_grad=False, dtype=None, device=None):
-        self._array = _as_array(data, dtype, device)
+    def __init__(self, *data, requires_grad=False, dtype=None, device=None):
+        # PyTorch's legacy constructor: Tensor(2, 3) is an uninitialized (here: zero) float
+        # tensor of that shape, and Tensor([1, 2]) holds floats; arrays keep their dtype.
+        if not data:
+            data = ([],)
+        if all(
+            isinstance(d, (builtins.int, np.integer)) and not isinstance(d, builtins.bool)
+            for d in data
+        ):
+            data = (np.zeros(tuple(builtins.int(d) for d in data)),)
+            dtype = dtype or dtypes.get_default_dtype()
+        elif len(data) > 1:
+            raise TypeError(
+                f"Tensor: expected sizes (ints) or one data argument, got {len(data)} arguments"
+            )
+        elif dtype is None and isinstance(data[0], (list, tuple, builtins.float)):
+            dtype = dtypes.get_default_dtype()
+        self._array = _as_array(data[0], dtype, device)
         self._grad = None
         self._ctx = None
         self._retains_grad = False
@@ -398,7 +414,7 @@ class Tensor:
 
     def copy_(self, src) -> Tensor:
         if not isinstance(src, Tensor):
-            src = Tensor(src, dtype=self.dtype, device=self.device)
+            src = Tensor._wrap(_as_array(src, self.dtype, self.device), False, None)
         if src.device != self.device:
             src = src.detach().to(self.device)
         return self._inplace("copy_", _copy_into, src)
@@ -468,7 +484,7 @@ class Tensor:
     def __setitem__(self, index, value):
         index = _ops.normalize_index(index, "__setitem__")
         if not isinstance(value, Tensor):
-            value = Tensor(value, dtype=self.dtype, device=self.device)
+            value = Tensor._wrap(_as_array(value, self.dtype, self.device), False, None)
         if _inplace.needs_graph(self, "__setitem__", (value,)):
             self._inplace("__setitem__", _ops.setitem, index, value)
         else:  # a plain write of the selected elements only (loops of x[i] = v stay O(1) each)
@@ -846,8 +862,13 @@ class Tensor:
     def is_floating_point(self) -> bool:
         return self.dtype.kind == "f"
 
-    def type(self, dtype):
-        return self.to(dtype)
+    def type(self, dtype=None):
+        """`x.type()` names the legacy type ('torch.FloatTensor'); `x.type(dtype)` converts."""
+        from .tensor_types import legacy_type_name, parse_legacy_type
+
+        if dtype is None:
+            return legacy_type_name(self)
+        return self.to(parse_legacy_type(dtype) if isinstance(dtype, str) else dtype)
 
     def nelement(self) -> int:
         return self.numel()
@@ -882,7 +903,8 @@ class Tensor:
         return out.requires_grad_(requires_grad)
 
     def new_tensor(self, data, dtype=None, requires_grad=False) -> Tensor:
-        return Tensor(data, requires_grad, dtype or self.dtype, self.device)
+        out = Tensor._wrap(_as_array(data, dtype or self.dtype, self.device), False, None)
+        return out.requires_grad_(requires_grad)
 
 
 class _HookHandle:

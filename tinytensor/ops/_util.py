@@ -8,7 +8,7 @@ import numpy as np
 
 from .. import dtypes
 from ..backend import get_array_module
-from ..tensor import Tensor
+from ..tensor import Tensor, _as_array
 
 
 def as_tensor_like(value, like: Tensor) -> Tensor:
@@ -24,7 +24,7 @@ def as_tensor_like(value, like: Tensor) -> Tensor:
             dtype = dtypes.get_default_dtype()
         return Tensor._wrap(xp.asarray(value, dtype=dtype), False, None)
     if isinstance(value, (list, tuple)) or hasattr(value, "__array__"):
-        return Tensor(value, device=like.device)
+        return Tensor._wrap(_as_array(value, None, like.device), False, None)
     raise TypeError(f"expected a Tensor or a number, got {type(value).__name__}")
 
 
@@ -34,14 +34,35 @@ def binary_operands(a, b):
         b = as_tensor_like(b, a)
     else:
         a = as_tensor_like(a, b)
-    # NOTE: PyTorch's promotion: a float tensor meeting an integer or bool tensor keeps its float
-    # dtype (NumPy alone would turn float32 + int64 into float64).
     if a.dtype != b.dtype:
-        if a.dtype.kind == "f" and b.dtype.kind != "f":
-            b = b.to(a.dtype)
-        elif b.dtype.kind == "f" and a.dtype.kind != "f":
-            a = a.to(b.dtype)
+        target = result_dtype(a, b)
+        a = a if a.dtype == target else a.to(target)
+        b = b if b.dtype == target else b.to(target)
     return a, b
+
+
+_CATEGORY = {"b": 0, "u": 1, "i": 1, "f": 2}
+
+
+def result_dtype(a: Tensor, b: Tensor):
+    """PyTorch's type promotion for two tensors.
+
+    NOTE: the higher category (bool < integer < float) wins; within one category a tensor with
+    dimensions outranks a 0-d one (`ones(2) * tensor(2., dtype=float64)` stays float32), and
+    otherwise the wider dtype wins (NumPy alone would turn float32 + int64 into float64).
+    """
+    ca, cb = _CATEGORY[a.dtype.kind], _CATEGORY[b.dtype.kind]
+    if ca != cb:
+        return a.dtype if ca > cb else b.dtype
+    if (a.ndim == 0) != (b.ndim == 0):
+        return b.dtype if a.ndim == 0 else a.dtype
+    return np.promote_types(a.dtype, b.dtype)
+
+
+def floating(x: Tensor) -> Tensor:
+    """x, or x in the default float dtype if it holds integers or bools (torch.exp(int) is
+    float32, where NumPy would give float64)."""
+    return x if x.dtype.kind == "f" else x.to(dtypes.get_default_dtype())
 
 
 def normalize_dim(dim, ndim, op):

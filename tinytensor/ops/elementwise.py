@@ -13,7 +13,7 @@ from ..backend import get_array_module, is_cupy_array
 from ..function import Function
 from ..kernels.cpu.dispatch import kernels_for
 from ..tensor import Tensor
-from ._util import as_tensor_like, binary_operands
+from ._util import as_tensor_like, binary_operands, floating
 
 
 def _erf(x):
@@ -503,19 +503,19 @@ def pow(base, exponent):  # noqa: A001 - PyTorch's name
 
 
 def exp(x):
-    return Exp.apply(x)
+    return Exp.apply(floating(x))
 
 
 def log(x):
-    return Log.apply(x)
+    return Log.apply(floating(x))
 
 
 def sqrt(x):
-    return Sqrt.apply(x)
+    return Sqrt.apply(floating(x))
 
 
 def rsqrt(x):
-    return Rsqrt.apply(x)
+    return Rsqrt.apply(floating(x))
 
 
 def abs(x):  # noqa: A001 - PyTorch's name
@@ -523,19 +523,19 @@ def abs(x):  # noqa: A001 - PyTorch's name
 
 
 def sin(x):
-    return Sin.apply(x)
+    return Sin.apply(floating(x))
 
 
 def cos(x):
-    return Cos.apply(x)
+    return Cos.apply(floating(x))
 
 
 def tanh(x):
-    return Tanh.apply(x)
+    return Tanh.apply(floating(x))
 
 
 def sigmoid(x):
-    return Sigmoid.apply(x)
+    return Sigmoid.apply(floating(x))
 
 
 def relu(x):

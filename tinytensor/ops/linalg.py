@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..amp import cast_for_matmul
 from ..function import Function
 
 
@@ -76,7 +77,7 @@ def _matmul_error(x, y):
 def matmul(x, y):
     from ._util import binary_operands
 
-    x, y = binary_operands(x, y)
+    x, y = cast_for_matmul(*binary_operands(x, y))
     if x.ndim == 0 or y.ndim == 0:
         raise ValueError(f"matmul: both arguments need at least 1 dim, got {x.shape} and {y.shape}")
     if x.shape[-1] != y.shape[-2 if y.ndim > 1 else 0]:
@@ -91,6 +92,7 @@ def matmul(x, y):
 
 def linear(x, weight, bias=None):
     """y = x Wᵀ + b with W of shape (out_features, in_features), as `torch.nn.functional.linear`."""
+    x, weight, bias = cast_for_matmul(x, weight, bias)
     if weight.ndim != 2 or x.ndim == 0 or x.shape[-1] != weight.shape[1]:
         raise ValueError(
             f"linear: input of shape {tuple(x.shape)} does not fit weight of shape "

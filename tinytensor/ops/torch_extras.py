@@ -15,7 +15,7 @@ from ..tensor import Tensor
 from . import elementwise as ew
 from . import movement as mv
 from . import reduce as rd
-from ._util import binary_operands, normalize_dim, normalize_dims
+from ._util import binary_operands, floating, normalize_dim, normalize_dims
 from .linalg import matmul
 
 
@@ -149,15 +149,15 @@ def einsum(equation, *operands):
 
 
 def log1p(x):
-    return Log1p.apply(x)
+    return Log1p.apply(floating(x))
 
 
 def expm1(x):
-    return Expm1.apply(x)
+    return Expm1.apply(floating(x))
 
 
 def erf(x):
-    return Erf.apply(x)
+    return Erf.apply(floating(x))
 
 
 def cumsum(x, dim, dtype=None):
