@@ -15,11 +15,18 @@ class Generator:
     """A source of random numbers, as `torch.Generator`: `g = tt.Generator().manual_seed(0)`."""
 
     def __init__(self, seed=None):
-        self.rng = np.random.default_rng(seed)
+        if seed is None:  # fresh entropy, kept as a number so that initial_seed() can report it
+            seed = int(np.random.SeedSequence().entropy) % 2**63
+        self.manual_seed(seed)
 
     def manual_seed(self, seed: int) -> Generator:
-        self.rng = np.random.default_rng(seed)
+        self._initial_seed = int(seed)
+        self.rng = np.random.default_rng(self._initial_seed)
         return self
+
+    def initial_seed(self) -> int:
+        """The seed this generator was last seeded with (as `torch.Generator.initial_seed`)."""
+        return self._initial_seed
 
     def get_state(self) -> dict:
         return self.rng.bit_generator.state
@@ -34,6 +41,12 @@ default_generator = Generator(0)
 def manual_seed(seed: int) -> Generator:
     """Seeds the global generator: runs that seed the same draw the same numbers."""
     return default_generator.manual_seed(int(seed))
+
+
+def initial_seed() -> int:
+    """The global generator's seed; inside a DataLoader worker, that worker's seed (so the
+    `worker_init_fn` idiom `np.random.seed(tt.initial_seed() % 2**32)` works as in PyTorch)."""
+    return default_generator.initial_seed()
 
 
 def _rng(generator):

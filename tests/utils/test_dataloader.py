@@ -262,6 +262,35 @@ def test_worker_init_fn_and_get_worker_info():
     assert WhoLoads.tag == -1, "worker_init_fn ran in the main process"
 
 
+class NumpyNoise(Dataset):
+    def __len__(self):
+        return 8
+
+    def __getitem__(self, i):
+        return np.random.rand(), get_worker_info().seed, tt.initial_seed()
+
+
+def seed_numpy_from_initial_seed(worker_id):
+    """PyTorch's documented reproducibility idiom for worker_init_fn."""
+    np.random.seed(tt.initial_seed() % 2**32)
+
+
+def test_worker_init_fn_idiom_with_initial_seed():
+    def run():
+        tt.manual_seed(3)
+        loader = DataLoader(
+            NumpyNoise(), batch_size=2, num_workers=2, worker_init_fn=seed_numpy_from_initial_seed
+        )
+        batches = list(loader)
+        return [np.concatenate([b[k].numpy() for b in batches]) for k in range(3)]
+
+    (noise, seeds, initial), again = run(), run()
+    np.testing.assert_array_equal(noise, again[0])
+    assert len(set(noise.tolist())) == 8, "the two workers' NumPy streams differ"
+    np.testing.assert_array_equal(seeds, initial)  # initial_seed() is the worker's seed
+    assert seeds.dtype == np.int64 and seeds[0] + 1 == seeds[2], "worker 1: base_seed + 1"
+
+
 class SpawnSafe(Dataset):
     """Module-level, so a spawned worker (which imports this module) can unpickle it."""
 
