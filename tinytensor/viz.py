@@ -372,6 +372,8 @@ def _op_label(ctx):
 def _box_label(box: Box) -> str:
     """name (class) [×N]; input shapes → output shapes; parameter count."""
     title = box.run.label if box.run else f"{box.name} ({type(box.module).__name__})"
+    if box.n_calls > 1:  # a module used in several places: one box per call
+        title += f", call {box.call} of {box.n_calls}"
     flow = f"{_shapes(box.inputs)} → {_shapes(box.outputs)}"
     count = f"{box.n_params:,} parameters" + (" each" if box.run else "")
     return _LINE_BREAK.join([title, flow, count] if box.n_params else [title, flow])

@@ -12,7 +12,7 @@ structure says how to show less without cutting the graph into fragments:
   picture has at most `max_nodes` nodes; `expand` opens chosen modules whatever the level.
 
 Nodes are keyed as in `viz._walk`: ("t", id) for a tensor, ("op", id) for a Function node, and
-("box", module name) for a collapsed module.
+("box", module name, call, number of calls) for one call of a collapsed module.
 """
 
 from __future__ import annotations
@@ -130,6 +130,8 @@ class Box:
     outputs: list  # (shape, dtype) of the tensors flowing out
     n_params: int
     run: Run | None = None
+    call: int = 1  # which call of the module this box is, of n_calls
+    n_calls: int = 1
 
 
 class Folder:
@@ -334,9 +336,17 @@ class Folder:
             if src[0] == "t":
                 consumers[src].append(dst)
         rep = {}
+        calls = {}  # collapsed module -> op key -> which call of the module made it
         for key in nodes:
             if key[0] == "op":
-                rep[key] = box_of(self.module_of[key]) or key
+                box = box_of(self.module_of[key])
+                if box is None:
+                    rep[key] = key
+                    continue
+                if box[1] not in calls:
+                    calls[box[1]] = self._calls(box[1], nodes)
+                call, n_calls = calls[box[1]][key]
+                rep[key] = ("box", box[1], call, n_calls)
         for key, obj in nodes.items():
             if key[0] != "t":
                 continue
@@ -370,12 +380,40 @@ class Folder:
                 view_edges.append((a, b))
         for r in view_nodes:
             if r[0] == "box":
-                view_nodes[r] = self._box(r[1], flows[r], runs.get(r[1]))
+                view_nodes[r] = self._box(r[1], flows[r], runs.get(r[1]), *r[2:])
             else:
                 view_nodes[r] = nodes[r]
         return View(view_nodes, view_edges, cut, runs, folded=True)
 
-    def _box(self, name, flows, run):
+    def _calls(self, module, nodes):
+        """op key -> (call number, number of calls) for the ops of `module`.
+
+        A module called several times (one Dropout applied in three places, an embedding
+        shared by encoder and decoder) records its module on the nodes of every call; the
+        calls are told apart as the groups of its ops that are not connected to each other,
+        numbered in the order they ran."""
+        ops = [k for k in self.ops_in[module] if k in nodes]
+        parent = {k: k for k in ops}
+
+        def root(k):
+            while parent[k] != k:
+                parent[k] = parent[parent[k]]
+                k = parent[k]
+            return k
+
+        for key in ops:
+            for x in nodes[key].inputs or ():
+                producer = ("op", id(x._ctx))
+                if producer in parent:
+                    parent[root(producer)] = root(key)
+        groups = defaultdict(list)
+        for key in ops:
+            groups[root(key)].append(key)
+        # the breadth-first order counts from the outputs: the call that ran first is farthest
+        ordered = sorted(groups.values(), key=lambda g: -max(self.order[k] for k in g))
+        return {k: (i + 1, len(ordered)) for i, group in enumerate(ordered) for k in group}
+
+    def _box(self, name, flows, run, call=1, n_calls=1):
         module = self.tree.get(name)
         tensors_in, tensors_out = flows
         if hasattr(module, "named_parameters"):
@@ -390,7 +428,9 @@ class Folder:
         def shapes(keys):
             return [(tuple(self.nodes[k].shape), self.nodes[k].dtype) for k in keys]
 
-        return Box(name, module, shapes(tensors_in), shapes(tensors_out), n_params, run)
+        return Box(
+            name, module, shapes(tensors_in), shapes(tensors_out), n_params, run, call, n_calls
+        )
 
 
 def _add_once(items, item):

@@ -286,3 +286,29 @@ def test_the_output_of_the_last_block_stays_drawn_as_the_output():
     assert by_label(nodes, "layers.3 (Linear)")
     assert len(by_label(nodes, "output\\n(2, 4) float32")) == 1
     assert_well_formed(nodes, edges)
+
+
+class SharedNorm(nn.Module):
+    """One LayerNorm applied in two places, as a model reuses a dropout or tied embedding."""
+
+    def __init__(self):
+        super().__init__()
+        self.norm, self.mix = nn.LayerNorm(4), nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.norm(self.mix(self.norm(x))).sum()
+
+
+def test_a_module_called_twice_gives_one_box_per_call_sharing_its_weights():
+    model = SharedNorm()
+    nodes, edges, _ = graph_of(model(tt.randn(2, 4)), params=model, max_nodes=8)
+    first = [k for k, n in nodes.items() if n["label"].startswith("norm (LayerNorm), call 1 of 2")]
+    second = [k for k, n in nodes.items() if n["label"].startswith("norm (LayerNorm), call 2 of 2")]
+    mix = [k for k, n in nodes.items() if n["label"].startswith("mix (Linear)")]
+    assert len(first) == len(second) == len(mix) == 1
+    assert (first[0], mix[0]) in edges and (mix[0], second[0]) in edges  # in the order they ran
+    # the shared weight and bias are drawn once each, feeding both calls
+    weight = [k for k, n in nodes.items() if n["label"].startswith("norm.weight")]
+    assert len(weight) == 1
+    assert (weight[0], first[0]) in edges and (weight[0], second[0]) in edges
+    assert_well_formed(nodes, edges)
