@@ -2,6 +2,7 @@
 against the tensors, the backward steps against the engine's own order, search, and scale.
 Each test saves a screenshot (see the `screenshots` fixture for where)."""
 
+import inspect
 import time
 
 import numpy as np
@@ -137,6 +138,22 @@ def test_clicking_tensors_shows_their_values_and_gradients(browser, gpt_page, sc
     assert css(browser, '#inspector [data-field="shape"]')[0].text == "(2, 8, 16)"
     assert_inspector_shows(browser, "value", embedded, "wte(idx) + wpe")
     browser.save_screenshot(str(screenshots / "3-tensor-inspector.png"))
+
+
+def test_clicking_an_op_shows_its_math_arguments_and_shapes(browser, gpt_page):
+    *_, loss, result = gpt_page
+    ce = loss._ctx  # the graph was freed by explore's backward; the class keeps the docstring
+    open_page(browser, result.path)
+    op = node_of(result, kind="op", name=type(ce).__name__)
+    click(browser, f'.node[data-key="n{op["id"]}"]')
+    assert css(browser, '#inspector [data-field="title"]')[0].text == "CrossEntropy"
+    math = css(browser, '#inspector [data-field="math"]')[0].text
+    assert math.splitlines()[0] == inspect.getdoc(type(ce)).splitlines()[0]
+    text = css(browser, "#inspector")[0].text
+    assert "reduction" in text and '"mean"' in text  # an argument the op kept
+    logits, targets = (result.data["nodes"][i] for i in op["inputs"])
+    assert f"(16, 50) from Reshape {logits['dtype']}" in text  # input 0: the (B*T, V) logits
+    assert f"(16,) {targets['dtype']}" in text and "(no grad)" in text  # the target ids
 
 
 def test_stepping_backward_follows_the_engines_order(browser, gpt_page, screenshots):

@@ -247,9 +247,13 @@ def _op_node(node_id, ctx, modules):
 
 
 def _vjp_math(cls):
-    """The first line of the op's docstring, where the engine writes its VJP math."""
-    doc = inspect.getdoc(cls) or ""
-    return doc.strip().splitlines()[0] if doc.strip() else ""
+    """The op's docstring, where the engine writes the forward and VJP math (first line, or the
+    first lines when the VJP needs more room)."""
+    doc = (inspect.getdoc(cls) or "").strip()
+    return doc if len(doc) <= _MATH_CHARS else doc[:_MATH_CHARS].rstrip() + " ..."
+
+
+_MATH_CHARS = 1200  # a docstring of ten lines; the page stays small with a thousand ops
 
 
 def _op_arguments(ctx):
