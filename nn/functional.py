@@ -68,17 +68,50 @@ def _check_pair(input, target, op):  # noqa: A002 - PyTorch's argument name
         )
 
 
-def mse_loss(input, target, reduction="mean"):  # noqa: A002
-    """Mean squared error: (input - target)², reduced ('mean', 'sum' or 'none')."""
+def _weighted_reduce(losses, weight, reduction, op):
+    """PyTorch's weighted mse/l1: weight has the input's shape; 'mean' is Σ w·loss / Σ w."""
+    if weight is None:
+        return _reduce(losses, reduction, op)
+    if not isinstance(weight, Tensor) or tuple(weight.shape) != tuple(losses.shape):
+        raise ValueError(
+            f"{op}: weight must have the input's shape {tuple(losses.shape)}, got "
+            f"{tuple(weight.shape) if isinstance(weight, Tensor) else type(weight).__name__}"
+        )
+    weighted = losses * weight
+    if reduction == "mean":
+        return weighted.sum() / weight.sum()
+    return _reduce(weighted, reduction, op)
+
+
+def mse_loss(
+    input,  # noqa: A002 - PyTorch's argument name
+    target,
+    size_average=None,
+    reduce=None,
+    reduction="mean",
+    weight=None,
+):
+    """Mean squared error: (input - target)², reduced ('mean', 'sum' or 'none'); with `weight`
+    (input's shape) w·(input - target)², and 'mean' divides by Σ w (as PyTorch)."""
     _check_pair(input, target, "mse_loss")
+    reduction = _legacy_reduction(size_average, reduce, reduction)
     diff = input - target
-    return _reduce(diff * diff, reduction, "mse_loss")
+    return _weighted_reduce(diff * diff, weight, reduction, "mse_loss")
 
 
-def l1_loss(input, target, reduction="mean"):  # noqa: A002
-    """Mean absolute error: |input - target|, reduced. NOTE: d|x|/dx at 0 is 0 (as PyTorch)."""
+def l1_loss(
+    input,  # noqa: A002 - PyTorch's argument name
+    target,
+    size_average=None,
+    reduce=None,
+    reduction="mean",
+    weight=None,
+):
+    """Mean absolute error: |input - target|, reduced; `weight` as `mse_loss`.
+    NOTE: d|x|/dx at 0 is 0 (as PyTorch)."""
     _check_pair(input, target, "l1_loss")
-    return _reduce((input - target).abs(), reduction, "l1_loss")
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    return _weighted_reduce((input - target).abs(), weight, reduction, "l1_loss")
 
 
 def smooth_l1_loss(

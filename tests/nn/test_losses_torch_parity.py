@@ -137,6 +137,23 @@ def test_huber_loss_matches_torch(torch, float64, reduction, delta):
     )
 
 
+@pytest.mark.parametrize("reduction", REDUCTIONS)
+def test_weighted_mse_and_l1_match_torch(torch, float64, reduction):
+    """torch 2.13's weight= of mse_loss/l1_loss: 'mean' divides by the sum of the weights."""
+    w = tt.rand(3, 4) + 0.1
+    for ours, theirs in ((F.mse_loss, torch.nn.functional.mse_loss),
+                         (F.l1_loss, torch.nn.functional.l1_loss)):  # fmt: skip
+        x, y = tt.randn(3, 4, requires_grad=True), tt.randn(3, 4, requires_grad=True)
+        compare(
+            torch,
+            lambda a, b, f=ours: f(a, b, reduction=reduction, weight=w),
+            lambda a, b, f=theirs: f(a, b, reduction=reduction, weight=torch.tensor(w.numpy())),
+            [x, y],
+        )
+    with pytest.raises(ValueError, match=r"mse_loss: weight must have the input's shape \(3, 4\)"):
+        F.mse_loss(x, y, weight=w[0])
+
+
 @pytest.mark.parametrize(
     "shape1, shape2, dim",
     [
