@@ -51,8 +51,10 @@ def _parser() -> argparse.ArgumentParser:
             "compared, in float64 on square, non-square and broadcasting shapes, with central\n"
             "differences and with the engine's own op (plus one float32 run for the dtype).\n"
             "Per input it reports pass/fail, the worst element (index, your value, the numerical\n"
-            "value) and a hint when the mistake has a recognisable shape. It never shows the\n"
-            "solution. Start with examples/exercises/README.md."
+            "value), the likely cause when your gradient is what a known wrong derivation gives\n"
+            "(with the step of the .md it comes from), and a hint when the mistake has a\n"
+            "recognisable shape. g is handed to backward read-only: editing it in place is a\n"
+            "mistake. It never shows the solution. Start with examples/exercises/README.md."
         ),
         epilog=(
             "exercises, easy to hard:\n"

@@ -225,7 +225,7 @@ def _embedding_cases(rng):
 
     return [
         case(4, 4, [1, 3, 1, 2]),
-        case(5, 3, [1, 3, 1, 4, 1]),  # id 1 three times: its row gets three gradients
+        case(7, 3, [1, 3, 1, 4, 1]),  # id 1 three times; rows 5 and 6 never looked up
         case(6, 2, [[0, 5, 5], [2, 0, 3]]),  # ids of any shape
     ]
 

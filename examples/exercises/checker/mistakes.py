@@ -71,6 +71,12 @@ RELU = (
         lambda a, p, g, right: {"x": np.maximum(g, 0)},
     ),
     Mistake(
+        "relu-sign",
+        "you multiplied g by the sign of x, so where x < 0 the gradient is -g; the slope of "
+        "max(x, 0) there is 0, not -1 (step 2 of 01_relu.md)",
+        lambda a, p, g, right: {"x": g * np.sign(a["x"])},
+    ),
+    Mistake(
         "relu-times-x",
         "you multiplied g by x; the slope of max(x, 0) is a constant on each side of 0 "
         "(step 2 of 01_relu.md)",
@@ -416,6 +422,12 @@ MATMUL = (
         ),
     ),
     Mistake(
+        "matmul-g-transposed",
+        "g enters transposed: ∂L/∂x must have x's shape (m, k), and g (m, n) already has m "
+        "in front; only y needs a transpose (step 4 of 05_matmul.md)",
+        lambda a, p, g, right: _some(x=_try(lambda: _t(g) @ a["y"])),
+    ),
+    Mistake(
         "matmul-elementwise",
         "you multiplied elementwise (*); the gradient of a matrix product is itself a matrix "
         "product (step 2 of 05_matmul.md)",
@@ -475,6 +487,14 @@ EMBEDDING = (
         "(V, D), with each row of g added into the row of W it came from (step 2 of "
         "07_embedding.md)",
         lambda a, p, g, right: {"weight": g},
+    ),
+    Mistake(
+        "embedding-table-too-small",
+        "your table has max(ids) + 1 rows; ∂L/∂W has all the V rows of W "
+        "(self.weight_shape): rows never looked up stay 0 (step 2 of 07_embedding.md)",
+        lambda a, p, g, right: _scattered_into(
+            lambda w: np.zeros((int(p["ids"].max()) + 1, w.shape[1]))
+        )(a, p, g, right),
     ),
     Mistake(
         "embedding-started-from-weights",
@@ -552,6 +572,11 @@ SOFTMAX_DS = {  # key: (what the mistake computes for dS from P and dP along `di
         "the row sum runs over the whole array (no axis): each row of the softmax has its own "
         "sum, over self.dim with keepdims=True",
     ),
+    "extra-one-minus-p": (
+        lambda p, g, dim: p * (g - (g * p).sum(axis=dim, keepdims=True)) * (1 - p),
+        "an extra factor (1 - p): the diagonal's pⱼ(1 - pⱼ) is already accounted for once "
+        "the δᵢⱼ term and the row sum are both there",
+    ),
     "first-axis": (
         lambda p, g, dim: (
             p * (g - (g * p).sum(axis=0, keepdims=True))
@@ -617,6 +642,16 @@ CROSS_ENTROPY = (
         "its own target column: p[np.arange(N), target]",
         _cross_entropy(
             lambda p, y, t, n, c: (lambda q: (q.__setitem__(t, q[t] - 1), q)[1])(p.copy()) / n
+        ),
+    ),
+    Mistake(
+        "ce-sets-minus-one",
+        "you *set* the true class's entry to -1; the -1 of onehot(y) is added to p there, "
+        "p[y] - 1 (step 2 of 09_softmax_cross_entropy.md): use -= rather than =",
+        _cross_entropy(
+            lambda p, y, t, n, c: (
+                (lambda q: (q.__setitem__((np.arange(n), t), -1), q)[1])(p.copy()) / n
+            )
         ),
     ),
     Mistake(
@@ -1085,6 +1120,22 @@ ATTENTION = (
         _attention(lambda q, k, v, p, g, tau, dp, ds: {"v": (_t(p) @ g) * tau}),
     ),
     Mistake(
+        "attention-unmasked-p",
+        "your P has no causal mask: recomputing the softmax in backward, you left out the "
+        "-∞ for j > i. Use the P forward saved (self.p), masked entries 0",
+        lambda a, prm, g, right: (
+            lambda q, k, v, tau: (
+                lambda p: (
+                    lambda ds: {
+                        "q": (ds @ k) * tau,
+                        "k": (_t(ds) @ q) * tau,
+                        "v": _t(p) @ g,
+                    }
+                )(_softmax_ds(p, g @ _t(v)))
+            )(_softmax((q @ _t(k)) * tau, -1))
+        )(a["q"], a["k"], a["v"], 1 / math.sqrt(a["q"].shape[-1])),
+    ),
+    Mistake(
         "attention-skipped-softmax",
         "dS = dP: the softmax between S and P was skipped; step 2 of 13_attention.md runs "
         "dP back through it (exercise 8)",
@@ -1314,7 +1365,7 @@ def recognise(function, name, yours, case, g, right) -> list[tuple[str, str]]:
                     f"for {name}). Return them in the order forward takes its inputs: {order}",
                 )
             )
-    if _close(yours, g) and not _close(right[name], g):
+    if g.shape == right[name].shape and _close(yours, g) and not _close(right[name], g):
         found.append(
             (
                 "returned-g",

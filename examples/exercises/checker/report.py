@@ -141,7 +141,9 @@ def _part_lines(part: PartReport, s: Style, path_name: str) -> list[str]:
             shown = part.errors[0][1] if part.errors else None
             lines += _non_square_lines(verdict.non_square, s, shown)
         hints = finding.hints + verdict.hints
-        lines += _hint_lines(hints[:1] if causes else hints, "        ", s)  # a cause says most
+        if causes:  # a cause says most; a guess from the shape alone could contradict it
+            hints = [] if "shape" in finding.kinds else hints[:1]
+        lines += _hint_lines(hints, "        ", s)
     lines += _hint_lines(part.hints, "    ", s)
     return lines
 
