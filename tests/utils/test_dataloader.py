@@ -413,6 +413,8 @@ def test_distributed_sampler_feeds_a_dataloader():
         (dict(timeout=-1), ValueError, "timeout=-1"),
         (dict(generator=np.random.default_rng()), TypeError, "generator must be a tt.Generator"),
         (dict(num_workers=1, multiprocessing_context="nope"), ValueError, "'nope'"),
+        (dict(worker_init_fn=3), TypeError, "DataLoader: worker_init_fn must be callable, got 3"),
+        (dict(num_workers=1, prefetch_factor=0), ValueError, "got prefetch_factor=0"),
     ],
 )
 def test_bad_arguments_raise_clear_errors(kwargs, error, match):

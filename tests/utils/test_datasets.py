@@ -93,6 +93,10 @@ def test_dataset_errors():
         data.TensorDataset(tt.zeros(3), tt.zeros(4))
     with pytest.raises(TypeError, match="TensorDataset: argument 1 is a list"):
         data.TensorDataset(tt.zeros(3), [1, 2, 3])
+    with pytest.raises(ValueError, match="TensorDataset: tensor 0 is 0-d"):
+        data.TensorDataset(tt.tensor(1.0))
+    with pytest.raises(TypeError, match="RandomSampler: generator must be a tt.Generator"):
+        data.RandomSampler(range(3), generator=np.random.default_rng(0))
     with pytest.raises(ValueError, match="ConcatDataset: datasets should not be an empty"):
         data.ConcatDataset([])
     with pytest.raises(TypeError, match="ConcatDataset: dataset 0 is an IterableDataset"):
