@@ -20,9 +20,11 @@ from __future__ import annotations
 import copy
 
 from tinytensor.creation import arange, zeros
+from tinytensor.function import is_grad_enabled
 from tinytensor.ops import gelu, relu
 
 from . import init
+from .activation import GELU, ReLU
 from .container import ModuleList
 from .dropout import Dropout
 from .linear import Linear
@@ -62,6 +64,26 @@ def _is_causal_mask(mask, is_causal, size):
     if mask.dtype.kind == "b":
         causal = causal == float("-inf")
     return bool((mask == causal).all())
+
+
+def _nested_tensor_layer(layer):
+    """PyTorch's conditions on the layer for TransformerEncoder's nested-tensor path."""
+    return (
+        isinstance(layer, TransformerEncoderLayer)
+        and not layer.norm_first
+        and layer.self_attn.batch_first
+        and layer.self_attn._qkv_same_embed_dim
+        and layer.self_attn.in_proj_bias is not None
+        and (layer.activation in (relu, gelu) or isinstance(layer.activation, (ReLU, GELU)))
+        and layer.norm1.eps == layer.norm2.eps
+        and layer.self_attn.num_heads % 2 == 0
+    )
+
+
+def _padding_at_the_end(key_padding_mask):
+    """True when every row is real tokens followed by padding (PyTorch's mask_check)."""
+    padding = (key_padding_mask != 0).numpy()
+    return bool((padding[:, 1:] >= padding[:, :-1]).all())
 
 
 def _seq_len(x, batch_first):
@@ -252,9 +274,11 @@ class TransformerEncoder(Module):
         encoder_layer: the template layer (deep-copied num_layers times; not itself used).
         num_layers: how many layers.
         norm: applied to the last layer's output (a Pre-LN stack needs one), or None.
-        enable_nested_tensor, mask_check: accepted for PyTorch code. NOTE: PyTorch may run an
-            inference-only nested-tensor path that leaves zeros at padded positions of the
-            output; tinytensor always computes every position (the real positions agree).
+        enable_nested_tensor, mask_check: as PyTorch. In inference (eval mode, no gradient)
+            with a src_key_padding_mask and no mask, PyTorch runs the stack on a nested tensor
+            and the padded positions come back as zeros (then the final norm); so do they here,
+            under PyTorch's conditions (batch_first, Post-LN, even nhead, relu/gelu, ...).
+            NOTE: the computation is the same padded one; only the padded rows are zeroed.
 
     forward(src, mask=None, src_key_padding_mask=None, is_causal=None) -> like src.
         is_causal=None: detect whether `mask` is the square subsequent mask (as PyTorch).
@@ -273,6 +297,7 @@ class TransformerEncoder(Module):
         self.num_layers = num_layers
         self.norm = norm
         self.enable_nested_tensor = enable_nested_tensor
+        self.use_nested_tensor = enable_nested_tensor and _nested_tensor_layer(encoder_layer)
         self.mask_check = mask_check
 
     def forward(self, src, mask=None, src_key_padding_mask=None, is_causal=None):
@@ -286,7 +311,23 @@ class TransformerEncoder(Module):
                 src_key_padding_mask=src_key_padding_mask,
                 is_causal=is_causal,
             )
+        if self._takes_nested_tensor_path(src, mask, src_key_padding_mask):
+            padding = src_key_padding_mask != 0  # bool True, or a float mask's nonzero
+            output = output.masked_fill(padding.unsqueeze(-1), 0.0)
         return output if self.norm is None else self.norm(output)
+
+    def _takes_nested_tensor_path(self, src, mask, src_key_padding_mask):
+        """Whether PyTorch would run this call as a nested tensor, whose padded positions come
+        back as zeros (before the final norm). Only in inference: eval mode, no gradient."""
+        if not self.use_nested_tensor or self.layers[0].training or src.ndim != 3:
+            return False
+        if src_key_padding_mask is None or mask is not None:
+            return False
+        if is_grad_enabled() and (
+            src.requires_grad or any(p.requires_grad for p in self.layers[0].parameters())
+        ):
+            return False
+        return not self.mask_check or _padding_at_the_end(src_key_padding_mask)
 
 
 class TransformerDecoder(Module):

@@ -484,3 +484,30 @@ def test_fully_masked_query_gives_what_torch_gives(torch, float64):
         np.testing.assert_array_equal(np.isnan(out.numpy()), np.isnan(out_t.detach().numpy()))
         assert np.isnan(out.numpy()[:, 1]).all() == need_weights
         assert_close(out[:, 0], out_t[:, 0])
+
+
+@pytest.mark.parametrize("grad", [False, True])
+def test_encoder_inference_zeros_padded_positions_as_torch(torch, float64, grad):
+    """torch's nested-tensor path (eval, no gradient, batch_first, a padding mask) returns zeros
+    at padded positions, then the final norm; with gradients it computes every position."""
+    torch.manual_seed(6)
+
+    def build(lib):
+        layer = lib.nn.TransformerEncoderLayer(D, NHEAD, FF, batch_first=True)
+        return lib.nn.TransformerEncoder(layer, 2, norm=lib.nn.LayerNorm(D)).eval()
+
+    theirs, ours = build(torch), build(tt)
+    with torch.no_grad():
+        theirs.norm.bias.add_(0.5)  # padded rows then show the norm's bias, not zeros
+    load_torch_weights(ours, theirs)
+    x = np.random.default_rng(7).standard_normal((N, S, D))
+    padding = np.zeros((N, S), bool)
+    padding[1, -2:] = True
+    with tt.set_grad_enabled(grad), torch.set_grad_enabled(grad):
+        out = ours(tt.tensor(x, requires_grad=grad), src_key_padding_mask=tt.tensor(padding))
+        out_t = theirs(
+            torch.tensor(x, requires_grad=grad), src_key_padding_mask=torch.tensor(padding)
+        )
+    assert_close(out, out_t)
+    padded_rows_are_bias = np.allclose(out.numpy()[1, -2:], 0.5)
+    assert padded_rows_are_bias != grad
