@@ -138,7 +138,7 @@ def draw_graph(
             placed.append((ids[key], label, "op", clusters.of_op(key, obj)))
         elif key[0] == "box":
             kind = "module run" if obj.run is not None else "module"
-            placed.append((ids[key], _box_label(obj), kind, clusters.of_box(obj.name)))
+            placed.append((ids[key], _box_label(obj), kind, clusters.of_box(obj)))
         else:
             kind = roles[key]
             tensor_name = model.tensor_names.get(id(obj))
@@ -314,7 +314,10 @@ def _expand_names(expand, tree):
 
 
 class _Clusters:
-    """The nested clusters each drawn node sits in, outermost first, as (key, label) pairs."""
+    """The nested clusters each drawn node sits in, outermost first, as (key, label) pairs.
+
+    A module called in several places gets one cluster per call, so that the picture keeps the
+    order things ran in."""
 
     def __init__(self, tree, view, folder, enabled):
         self.tree, self.view, self.folder, self.enabled = tree, view, folder, enabled
@@ -325,23 +328,30 @@ class _Clusters:
         name = self.folder.module_of.get(key)
         if name is None and op.module is not None:  # a module outside the known tree
             return ((f"m{id(op.module)}", type(op.module).__name__),)
-        return self._path(name or "")
+        return self._path(name or "", key)
 
-    def of_box(self, name):
-        return self._path(name.rpartition(".")[0]) if self.enabled else ()
+    def of_box(self, box):
+        return self._path(box.name.rpartition(".")[0], box.op_key) if self.enabled else ()
 
     def of_tensor(self, key, t, kind):
         if not self.enabled:
             return ()
         if kind == "intermediate":
             return self.of_op(("op", id(t._ctx)), t._ctx)
-        if kind == "parameter":
-            name = self.folder.names.get(id(t))
-            return self._path(self.tree.owner(name)) if name else ()
-        return ()
+        name = self.folder.names.get(id(t))
+        if kind != "parameter" or name is None:
+            return ()
+        owner = self.tree.owner(name)
+        users = [u for u in self.folder.consumers[key] if u in self.folder.drawn_from]
+        calls = {self.folder.call_of(owner, u) for u in users}
+        if len(calls) > 1:  # shared by several calls of its module: beside them, not inside
+            owner = self.tree.parent.get(owner, "")
+        return self._path(owner, users[0] if users else None)
 
-    def _path(self, name):
-        """ "h.0.attn" lies in ("h", "h.0", "h.0.attn"), up to the first collapsed module."""
+    def _path(self, name, op_key):
+        """ "h.0.attn" lies in ("h", "h.0", "h.0.attn"), up to the first collapsed module; the
+        call of each module that ran `op_key` picks among the clusters of a module called
+        several times."""
         if not name:
             return ()
         parts, path = name.split("."), []
@@ -357,7 +367,12 @@ class _Clusters:
                 label = f"{prefix} ({type(module).__name__})"
             else:
                 label = prefix
-            path.append((prefix, label))
+            key = prefix
+            if module is not None and op_key is not None:
+                call, n_calls = self.folder.call_of(prefix, op_key)
+                if n_calls > 1:
+                    key, label = f"{prefix}#{call}", f"{label}, call {call} of {n_calls}"
+            path.append((key, label))
         return tuple(path)
 
 

@@ -132,6 +132,7 @@ class Box:
     run: Run | None = None
     call: int = 1  # which call of the module this box is, of n_calls
     n_calls: int = 1
+    op_key: tuple | None = None  # one op inside: where the box sits among the clusters
 
 
 class Folder:
@@ -161,6 +162,8 @@ class Folder:
                 continue
             for ancestor in tree.lineage(name):
                 self.ops_in[ancestor].append(key)
+        self.drawn_from = self.nodes  # the nodes after runs are folded (see fold_runs)
+        self._call_cache = {}
 
     # ---- helpers ---------------------------------------------------------------------------
 
@@ -290,6 +293,7 @@ class Folder:
                 seen.add(edge)
                 edges.append(edge)
         nodes = {k: v for k, v in self.nodes.items() if k not in alias}
+        self.drawn_from, self._call_cache = nodes, {}
         return nodes, edges, {run.members[0]: run for run in kept}
 
     # ---- collapsing modules ----------------------------------------------------------------
@@ -335,18 +339,15 @@ class Folder:
         for src, dst in edges:
             if src[0] == "t":
                 consumers[src].append(dst)
-        rep = {}
-        calls = {}  # collapsed module -> op key -> which call of the module made it
+        rep, first_op = {}, {}
         for key in nodes:
             if key[0] == "op":
                 box = box_of(self.module_of[key])
                 if box is None:
                     rep[key] = key
                     continue
-                if box[1] not in calls:
-                    calls[box[1]] = self._calls(box[1], nodes)
-                call, n_calls = calls[box[1]][key]
-                rep[key] = ("box", box[1], call, n_calls)
+                rep[key] = ("box", box[1], *self.call_of(box[1], key))
+                first_op.setdefault(rep[key], key)
         for key, obj in nodes.items():
             if key[0] != "t":
                 continue
@@ -380,10 +381,18 @@ class Folder:
                 view_edges.append((a, b))
         for r in view_nodes:
             if r[0] == "box":
-                view_nodes[r] = self._box(r[1], flows[r], runs.get(r[1]), *r[2:])
+                box = self._box(r[1], flows[r], runs.get(r[1]), *r[2:])
+                box.op_key = first_op[r]
+                view_nodes[r] = box
             else:
                 view_nodes[r] = nodes[r]
         return View(view_nodes, view_edges, cut, runs, folded=True)
+
+    def call_of(self, module: str, op_key) -> tuple[int, int]:
+        """(which call, how many calls) of `module` ran the op `op_key` ((1, 1) if not in it)."""
+        if module not in self._call_cache:
+            self._call_cache[module] = self._calls(module, self.drawn_from)
+        return self._call_cache[module].get(op_key, (1, 1))
 
     def _calls(self, module, nodes):
         """op key -> (call number, number of calls) for the ops of `module`.

@@ -312,3 +312,17 @@ def test_a_module_called_twice_gives_one_box_per_call_sharing_its_weights():
     assert len(weight) == 1
     assert (weight[0], first[0]) in edges and (weight[0], second[0]) in edges
     assert_well_formed(nodes, edges)
+
+
+def test_a_module_called_twice_gives_one_cluster_per_call_when_opened():
+    model = SharedNorm()
+    nodes, _, clusters = graph_of(model(tt.randn(2, 4)), params=model, max_nodes=1000)
+    labels = sorted(label for label, _ in clusters.values())
+    assert labels == [
+        "mix (Linear)",
+        "norm (LayerNorm), call 1 of 2",
+        "norm (LayerNorm), call 2 of 2",
+    ]
+    norms = ops_named(nodes, "LayerNorm")
+    assert sorted(n["clusters"][0] for n in norms) == labels[1:]
+    assert by_label(nodes, "norm.weight")[0]["clusters"] == []  # shared: beside both calls
