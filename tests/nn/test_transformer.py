@@ -226,6 +226,7 @@ def test_encoder_and_decoder_layers_match_torch(torch, float64, options):
             lib.tensor(tgt),
             memory,
             tgt_mask=causal,
+            memory_mask=lib.tensor(np.triu(np.ones((L, S), bool), 3)),  # True = may not attend
             memory_key_padding_mask=lib.tensor(src_padding),
             tgt_is_causal=True,
         )
@@ -511,3 +512,18 @@ def test_encoder_inference_zeros_padded_positions_as_torch(torch, float64, grad)
     assert_close(out, out_t)
     padded_rows_are_bias = np.allclose(out.numpy()[1, -2:], 0.5)
     assert padded_rows_are_bias != grad
+
+
+def test_unbatched_inputs_as_torch(torch, float64):
+    torch.manual_seed(8)
+    theirs = torch.nn.Transformer(D, NHEAD, 1, 1, FF, dropout=0.0)
+    ours = nn.Transformer(D, NHEAD, 1, 1, FF, dropout=0.0)
+    load_torch_weights(ours, theirs)
+    rng = np.random.default_rng(9)
+    src, tgt = rng.standard_normal((S, D)), rng.standard_normal((L, D))  # no batch dim
+    mask = nn.Transformer.generate_square_subsequent_mask(L)
+    mask_t = torch.nn.Transformer.generate_square_subsequent_mask(L)
+    out = ours(tt.tensor(src), tt.tensor(tgt), tgt_mask=mask)
+    out_t = theirs(torch.tensor(src), torch.tensor(tgt), tgt_mask=mask_t)
+    assert tuple(out.shape) == (L, D)
+    assert_close(out, out_t)
