@@ -272,7 +272,7 @@ def _this_script() -> str:
         relative = os.path.relpath(script)
     except ValueError:  # another drive on Windows
         return str(script)
-    return relative if relative.count("..") <= 2 else str(script)
+    return relative if len(relative) <= len(str(script)) else str(script)
 
 
 def main():

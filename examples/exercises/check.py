@@ -31,14 +31,8 @@ SOLUTIONS = HERE.parent / "solutions"
 def command() -> str:
     """How to run this script from the current directory: `python check.py` inside
     examples/exercises, `python examples/exercises/check.py` from the repository root, the
-    absolute path where a relative one would be a long climb of ../"""
-    script = Path(__file__).resolve()
-    try:
-        relative = os.path.relpath(script, Path.cwd())
-    except ValueError:  # another drive on Windows
-        relative = str(script)
-    shown = relative if relative.count("..") <= 2 else str(script)
-    return f"python {shown}"
+    absolute path where that is shorter than a climb of ../"""
+    return f"python {_shown(Path(__file__))}"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -101,11 +95,17 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _shown(folder: Path) -> str:
-    """`folder` as the learner can type it from here: relative when that is shorter."""
-    folder = folder.resolve()
-    relative = os.path.relpath(folder, Path.cwd())
-    return "" if relative == "." else relative if relative.count("..") <= 2 else str(folder)
+def _shown(path: Path) -> str:
+    """`path` as the learner can type it from here: relative when that is shorter than the
+    absolute path ("" for the current directory itself)."""
+    path = path.resolve()
+    try:
+        relative = os.path.relpath(path, Path.cwd())
+    except ValueError:  # another drive on Windows
+        return str(path)
+    if relative == ".":
+        return ""
+    return relative if len(relative) <= len(str(path)) else str(path)
 
 
 def _list(style) -> int:
