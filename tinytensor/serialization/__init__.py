@@ -69,8 +69,12 @@ _TENSOR_DTYPES = {"bool", "uint8", "int8", "float16", "float32", "float64", "int
 def read_safetensors(source, where: str) -> tuple[str, dict[str, np.ndarray], dict[str, str]]:
     """(the file's name for messages, {name: array} in file order, metadata) of a safetensors
     file, given as a path or a binary file object. Every failure is a CheckpointError."""
-    name, raw = files.read_file(source, where)
-    arrays, metadata = safetensors_format.read(raw, name, where)
+    if hasattr(source, "read"):  # a file object: its bytes, wherever they come from
+        name, raw = files.read_file(source, where)
+        arrays, metadata = safetensors_format.read_bytes(raw, name, where)
+    else:
+        with files.open_regular_file(source, where) as (f, name):
+            arrays, metadata = safetensors_format.read_open_file(f, name, where)
     if _CHECKSUMS_KEY in metadata:  # a file tt.save wrote: verify it, whoever reads it
         _verify_checksums(where, name, arrays, metadata)
     return name, arrays, metadata

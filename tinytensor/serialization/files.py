@@ -64,7 +64,7 @@ def read_file(source, where: str, max_bytes: int | None = None) -> tuple[str, by
         CheckpointError: not a regular file, unreadable, or larger than `max_bytes`.
     """
     if hasattr(source, "read"):
-        name = repr(getattr(source, "name", None) or f"<{type(source).__name__}>")
+        name = file_object_name(source)
         data = source.read() if max_bytes is None else source.read(max_bytes + 1)
         if not isinstance(data, (bytes, bytearray, memoryview)):
             raise TypeError(
@@ -75,6 +75,31 @@ def read_file(source, where: str, max_bytes: int | None = None) -> tuple[str, by
         if max_bytes is not None and len(data) > max_bytes:
             raise CheckpointError(f"{where}: cannot read {name}: it has over {max_bytes} bytes")
         return name, data
+    with open_regular_file(source, where) as (f, path):
+        size = os.fstat(f.fileno()).st_size
+        if max_bytes is not None and size > max_bytes:
+            raise CheckpointError(
+                f"{where}: cannot read {path}: it has {size} bytes, more than the "
+                f"{max_bytes}-byte limit for this kind of file"
+            )
+        try:
+            return path, f.read()
+        except OSError as e:
+            raise CheckpointError(f"{where}: cannot read {path}: {e.strerror}") from None
+
+
+def file_object_name(f) -> str:
+    return repr(getattr(f, "name", None) or f"<{type(f).__name__}>")
+
+
+@contextlib.contextmanager
+def open_regular_file(source, where: str):
+    """Opens a path for binary reading as (file object, path) if it is a regular file.
+
+    Raises:
+        CheckpointNotFoundError: nothing at the path.
+        CheckpointError: a FIFO, device, socket or directory; unreadable.
+    """
     path = fspath(source, where)
     try:
         # NOTE: stat before open: opening a FIFO blocks until a writer appears (a hang), and
@@ -98,21 +123,19 @@ def read_file(source, where: str, max_bytes: int | None = None) -> tuple[str, by
     except OSError as e:
         raise CheckpointError(f"{where}: cannot open {path}: {e.strerror}") from None
     with os.fdopen(fd, "rb") as f:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise CheckpointError(
-                f"{where}: cannot read {path}: it is {describe_file_kind(info.st_mode)}"
-            )
-        if max_bytes is not None and info.st_size > max_bytes:
-            raise CheckpointError(
-                f"{where}: cannot read {path}: it has {info.st_size} bytes, more than the "
-                f"{max_bytes}-byte "
-                "limit for this kind of file"
-            )
-        try:
-            return path, f.read()
-        except OSError as e:
-            raise CheckpointError(f"{where}: cannot read {path}: {e.strerror}") from None
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise CheckpointError(f"{where}: cannot read {path}: it is {describe_file_kind(mode)}")
+        yield f, path
+
+
+def same_file_path(f, path: str) -> str:
+    """A path that opens the very file `f` has open, even if `path` was since replaced.
+
+    Linux exposes open files as /proc/self/fd/N; elsewhere the path itself is the best we have.
+    """
+    proc = f"/proc/self/fd/{f.fileno()}"
+    return proc if os.path.exists(proc) else path
 
 
 # ---- JSON ----------------------------------------------------------------------------------------

@@ -18,13 +18,14 @@ Writing is ours: it streams each array to the file without an intermediate copy.
 from __future__ import annotations
 
 import json
+import re
 import struct
 import zlib
 
 import numpy as np
 import safetensors
 
-from .files import CheckpointError, parse_json
+from .files import CheckpointError, parse_json, same_file_path
 
 CODE_OF_DTYPE = {
     np.dtype("bool"): "BOOL",
@@ -43,6 +44,7 @@ CODE_OF_DTYPE = {
 # Little-endian on disk whatever the machine; BF16 is read as its raw 16 bits (see bf16_to_f32).
 DTYPE_OF_CODE = {code: dtype.newbyteorder("<") for dtype, code in CODE_OF_DTYPE.items()}
 DTYPE_OF_CODE["BF16"] = np.dtype("<u2")
+
 
 _HEADER_MAX_DEPTH = 128  # what the library's parser allows; a valid header needs 3
 
@@ -146,13 +148,41 @@ _EXPLANATIONS = [
 
 def _explain(message: str) -> str:
     meaning = next((text for key, text in _EXPLANATIONS if key in message), None)
-    words = message.removeprefix("Error while deserializing: ").removeprefix("header: ")
+    words = re.sub(r"^Error while deserializing( header)?: ", "", message)
     if meaning is None:
         return f"not a valid safetensors file ({words})"
     return f"{meaning} (safetensors: {words})"
 
 
-def read(raw: bytes, name: str, where: str) -> tuple[dict[str, np.ndarray], dict[str, str]]:
+def _failure(e: Exception, name: str, where: str) -> CheckpointError:
+    return CheckpointError(f"{where}: cannot read {name}: {_explain(str(e))}")
+
+
+def _check_dtype(code: str, tensor: str, name: str, where: str) -> None:
+    if code not in DTYPE_OF_CODE:
+        raise CheckpointError(
+            f"{where}: cannot read {name}: tensor {tensor!r} has dtype {code}, which NumPy "
+            f"cannot hold (readable: {', '.join(sorted(DTYPE_OF_CODE))})"
+        )
+
+
+def _parse_header(raw: bytes, name: str, where: str) -> dict:
+    """The header JSON of `raw` (8-byte length, then the header) once the parser accepted it:
+    read once more for what the parser does not check (a repeated key) and for the metadata."""
+    (header_len,) = struct.unpack("<Q", raw[:8])
+    what = f"{where}: cannot read {name}: the header"
+    header = parse_json(raw[8 : 8 + header_len], what, _HEADER_MAX_DEPTH)
+    if not isinstance(header, dict):
+        raise CheckpointError(f"{where}: cannot read {name}: its header is not a JSON object")
+    return header
+
+
+def _native(array: np.ndarray, code: str) -> np.ndarray:
+    array = array.astype(array.dtype.newbyteorder("="), copy=False)
+    return bf16_to_f32(array) if code == "BF16" else array
+
+
+def read_bytes(raw: bytes, name: str, where: str) -> tuple[dict[str, np.ndarray], dict]:
     """(arrays by name in file order, metadata) of the safetensors file whose bytes are `raw`.
 
     Arrays are writable copies in native byte order; BF16 becomes float32 (exactly).
@@ -162,25 +192,48 @@ def read(raw: bytes, name: str, where: str) -> tuple[dict[str, np.ndarray], dict
     except MemoryError:
         raise
     except Exception as e:  # SafetensorError, and anything else the parser rejects with
-        raise CheckpointError(f"{where}: cannot read {name}: {_explain(str(e))}") from None
-    # The parser accepted the header, so its length and JSON are sound; read it once more for
-    # what the parser does not check (a repeated key) and for the metadata.
-    (header_len,) = struct.unpack("<Q", raw[:8])
-    header = parse_json(
-        raw[8 : 8 + header_len], f"{where}: cannot read {name}: the header", _HEADER_MAX_DEPTH
-    )
-    metadata = header.get("__metadata__") or {}
+        raise _failure(e, name, where) from None
+    metadata = _parse_header(raw, name, where).get("__metadata__") or {}
     arrays = {}
     entries.reverse()
     while entries:  # pop as we go: each tensor's bytes are freed once copied
         tensor, info = entries.pop()
         code = info["dtype"]
-        if code not in DTYPE_OF_CODE:
-            raise CheckpointError(
-                f"{where}: cannot read {name}: tensor {tensor!r} has dtype {code}, which NumPy "
-                f"cannot hold (readable: {', '.join(sorted(DTYPE_OF_CODE))})"
-            )
+        _check_dtype(code, tensor, name, where)
         array = np.frombuffer(info["data"], DTYPE_OF_CODE[code]).reshape(info["shape"])
-        array = array.astype(array.dtype.newbyteorder("="))  # a writable copy, native order
-        arrays[tensor] = bf16_to_f32(array) if code == "BF16" else array
+        arrays[tensor] = _native(array.copy(), code)  # a writable copy
+    return arrays, metadata
+
+
+def read_open_file(f, name: str, where: str) -> tuple[dict[str, np.ndarray], dict]:
+    """Like read_bytes, for a regular file open as `f`: the parser maps the file, so each
+    tensor is copied once, straight from the page cache."""
+    try:
+        handle = safetensors.safe_open(same_file_path(f, name), framework="np")
+    except MemoryError:
+        raise
+    except Exception as e:
+        raise _failure(e, name, where) from None
+    with handle:
+        # Our own copy of the header, from our own handle on the same file.
+        (header_len,) = struct.unpack("<Q", f.read(8))
+        header = _parse_header(struct.pack("<Q", header_len) + f.read(header_len), name, where)
+        metadata = header.pop("__metadata__", None) or {}
+        changed = CheckpointError(f"{where}: cannot read {name}: the file changed while read")
+        if sorted(header) != sorted(handle.keys()):
+            raise changed
+        arrays = {}
+        for tensor in sorted(header, key=lambda t: header[t]["data_offsets"][0]):  # file order
+            code, shape = header[tensor]["dtype"], header[tensor]["shape"]
+            _check_dtype(code, tensor, name, where)
+            if code == "BF16":  # NumPy has no bfloat16, so the parser cannot make the array
+                array = np.empty(shape, DTYPE_OF_CODE[code])
+                f.seek(8 + header_len + header[tensor]["data_offsets"][0])
+                if f.readinto(array.reshape(-1).view(np.uint8)) != array.nbytes:
+                    raise CheckpointError(
+                        f"{where}: cannot read {name}: the file changed while read"
+                    )
+            else:
+                array = handle.get_tensor(tensor)
+            arrays[tensor] = _native(array, code)
     return arrays, metadata
