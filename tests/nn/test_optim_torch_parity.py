@@ -133,6 +133,13 @@ def test_bad_optimizer_arguments_raise_clear_errors(make, match):
 # ---- schedules ----------------------------------------------------------------------------------
 
 SCHEDULES = {
+    "MultiStepLR": lambda m, o: m.MultiStepLR(o, milestones=[3, 7, 8], gamma=0.5),
+    "ConstantLR": lambda m, o: m.ConstantLR(o, factor=0.25, total_iters=4),
+    "PolynomialLR": lambda m, o: m.PolynomialLR(o, total_iters=12, power=2.0),
+    "CosineAnnealingWarmRestarts": lambda m, o: m.CosineAnnealingWarmRestarts(o, T_0=4),
+    "CosineAnnealingWarmRestarts-mult": lambda m, o: m.CosineAnnealingWarmRestarts(
+        o, T_0=2, T_mult=2, eta_min=0.01
+    ),
     "ExponentialLR": lambda m, o: m.ExponentialLR(o, gamma=0.8),
     "LinearLR-default": lambda m, o: m.LinearLR(o),
     "LinearLR-decay": lambda m, o: m.LinearLR(o, start_factor=1.0, end_factor=0.1, total_iters=7),
@@ -309,6 +316,10 @@ def test_reduce_lr_on_plateau_state_dict_resumes():
             "LinearLR: end_factor .* end_factor=2",
         ),
         (lambda m, o: m.LinearLR(o, total_iters=0), ValueError, "total_iters=0"),
+        (lambda m, o: m.ConstantLR(o, factor=2), ValueError, "ConstantLR: factor .* factor=2"),
+        (lambda m, o: m.PolynomialLR(o, total_iters=0), ValueError, "PolynomialLR: .*=0"),
+        (lambda m, o: m.CosineAnnealingWarmRestarts(o, 0), ValueError, "T_0=0"),
+        (lambda m, o: m.CosineAnnealingWarmRestarts(o, 2, T_mult=0), ValueError, "T_mult=0"),
         (lambda m, o: m.OneCycleLR(o, 0.1), ValueError, "OneCycleLR: give total_steps"),
         (lambda m, o: m.OneCycleLR(o, 0.1, total_steps=-3), ValueError, "total_steps=-3"),
         (lambda m, o: m.OneCycleLR(o, 0.1, 10, pct_start=2), ValueError, "pct_start=2"),

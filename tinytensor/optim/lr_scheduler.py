@@ -23,6 +23,10 @@ __all__ = [
     "LambdaLR",
     "StepLR",
     "CosineAnnealingLR",
+    "CosineAnnealingWarmRestarts",
+    "MultiStepLR",
+    "ConstantLR",
+    "PolynomialLR",
     "ExponentialLR",
     "LinearLR",
     "OneCycleLR",
@@ -170,6 +174,107 @@ class CosineAnnealingLR(LRScheduler):
 
     def get_lr(self):
         cosine = (1 + math.cos(math.pi * self.last_epoch / self.T_max)) / 2
+        return [self.eta_min + (base - self.eta_min) * cosine for base in self.base_lrs]
+
+
+class MultiStepLR(LRScheduler):
+    """lr = initial_lr * gamma ** (number of milestones <= last_epoch).
+
+    Example:
+        >>> sched = tt.optim.lr_scheduler.MultiStepLR(opt, milestones=[30, 80], gamma=0.1)
+    """
+
+    def __init__(self, optimizer, milestones, gamma: float = 0.1, last_epoch: int = -1):
+        self.milestones = sorted(int(m) for m in milestones)
+        self.gamma = gamma
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self):
+        drops = bisect.bisect_right(self.milestones, self.last_epoch)
+        return [base * self.gamma**drops for base in self.base_lrs]
+
+
+class ConstantLR(LRScheduler):
+    """lr = initial_lr * factor for the first `total_iters` steps, initial_lr afterwards.
+
+    Example:
+        >>> sched = tt.optim.lr_scheduler.ConstantLR(opt, factor=0.5, total_iters=4)
+    """
+
+    def __init__(self, optimizer, factor: float = 1.0 / 3, total_iters: int = 5, last_epoch=-1):
+        if not 0 <= factor <= 1:
+            raise ValueError(f"ConstantLR: factor must be in [0, 1], got factor={factor}")
+        self.factor, self.total_iters = factor, total_iters
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self):
+        factor = self.factor if self.last_epoch < self.total_iters else 1.0
+        return [base * factor for base in self.base_lrs]
+
+
+class PolynomialLR(LRScheduler):
+    """lr = initial_lr * (1 - min(last_epoch, total_iters) / total_iters) ** power.
+
+    Example:
+        >>> sched = tt.optim.lr_scheduler.PolynomialLR(opt, total_iters=1000, power=2.0)
+    """
+
+    def __init__(self, optimizer, total_iters: int = 5, power: float = 1.0, last_epoch=-1):
+        if int(total_iters) != total_iters or total_iters < 1:
+            raise ValueError(
+                f"PolynomialLR: total_iters must be a positive integer, got total_iters="
+                f"{total_iters}"
+            )
+        self.total_iters, self.power = int(total_iters), power
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self):
+        remaining = 1.0 - min(self.last_epoch, self.total_iters) / self.total_iters
+        return [base * remaining**self.power for base in self.base_lrs]
+
+
+class CosineAnnealingWarmRestarts(LRScheduler):
+    """SGDR (Loshchilov & Hutter 2017): cosine annealing from initial_lr to eta_min over T_i
+    steps, then a restart; the first period is T_0 and each one is T_mult times the last.
+
+        lr = eta_min + (initial_lr - eta_min) * (1 + cos(pi * T_cur / T_i)) / 2
+
+    Example:
+        >>> sched = tt.optim.lr_scheduler.CosineAnnealingWarmRestarts(opt, T_0=10, T_mult=2)
+    """
+
+    def __init__(
+        self,
+        optimizer,
+        T_0: int,  # noqa: N803 - PyTorch's argument names
+        T_mult: int = 1,  # noqa: N803
+        eta_min: float = 0.0,
+        last_epoch: int = -1,
+    ):
+        if int(T_0) != T_0 or T_0 < 1:
+            raise ValueError(
+                f"CosineAnnealingWarmRestarts: T_0 must be a positive integer, got T_0={T_0}"
+            )
+        if int(T_mult) != T_mult or T_mult < 1:
+            raise ValueError(
+                f"CosineAnnealingWarmRestarts: T_mult must be an integer >= 1, got T_mult={T_mult}"
+            )
+        self.T_0, self.T_mult, self.eta_min = int(T_0), int(T_mult), eta_min
+        super().__init__(optimizer, last_epoch)
+
+    def _position(self):
+        """(T_cur, T_i): steps into the current period, and its length."""
+        t, period = self.last_epoch, self.T_0
+        if self.T_mult == 1:
+            return t % period, period
+        while t >= period:
+            t -= period
+            period *= self.T_mult
+        return t, period
+
+    def get_lr(self):
+        t_cur, period = self._position()
+        cosine = (1 + math.cos(math.pi * t_cur / period)) / 2
         return [self.eta_min + (base - self.eta_min) * cosine for base in self.base_lrs]
 
 
