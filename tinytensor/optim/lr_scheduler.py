@@ -11,6 +11,14 @@ A scheduler sets `group["lr"]` of each parameter group from the group's initial 
 (`base_lrs`) and the number of `step()` calls so far (`last_epoch`). Creating one already applies
 the lr of step 0. Our schedules are closed-form functions of `last_epoch`; PyTorch computes some
 of them recursively from the previous lr, which agrees with the closed form to rounding.
+One consequence: two schedulers stepping the same optimizer do not multiply their effects (as
+PyTorch's "chainable" ones and ChainedScheduler do); the second one's lr wins. Compose schedules
+in time with `SequentialLR`, or in one function with `LambdaLR`.
+
+    LambdaLR, StepLR, MultiStepLR, ExponentialLR, ConstantLR, LinearLR, PolynomialLR,
+    CosineAnnealingLR, CosineAnnealingWarmRestarts, OneCycleLR     a function of the step
+    SequentialLR                                                    schedules one after another
+    ReduceLROnPlateau                                               driven by a metric
 """
 
 from __future__ import annotations
