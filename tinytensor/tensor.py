@@ -859,6 +859,53 @@ class Tensor:
     def outer(self, other):
         return _ops.torch_extras.outer(self, other)
 
+    # ---- ordering, sampling and writing at indices (ops/sorting.py, sampling.py, scatter.py) --
+
+    def sort(self, dim=-1, descending=False, stable=False):
+        return _ops.sort(self, dim, descending, stable)
+
+    def argsort(self, dim=-1, descending=False, stable=False):
+        return _ops.argsort(self, dim, descending, stable)
+
+    def topk(self, k, dim=-1, largest=True, sorted=True):  # noqa: A002 - PyTorch's name
+        return _ops.topk(self, k, dim, largest, sorted)
+
+    def nonzero(self, *, as_tuple=False):
+        return _ops.nonzero(self, as_tuple=as_tuple)
+
+    def multinomial(self, num_samples, replacement=False, *, generator=None):
+        return _ops.multinomial(self, num_samples, replacement, generator=generator)
+
+    def diagonal(self, offset=0, dim1=0, dim2=1):
+        return _ops.diagonal(self, offset, dim1, dim2)
+
+    def trace(self):
+        return _ops.trace(self)
+
+    def scatter(self, dim, index, src=None, *, value=None, reduce=None):
+        return _ops.scatter(self, dim, index, src, value=value, reduce=reduce)
+
+    def scatter_(self, dim, index, src=None, *, value=None, reduce=None):
+        return self._inplace("scatter_", _ops.scatter, dim, index, src, value=value, reduce=reduce)
+
+    def scatter_add(self, dim, index, src):
+        return _ops.scatter_add(self, dim, index, src)
+
+    def scatter_add_(self, dim, index, src):
+        return self._inplace("scatter_add_", _ops.scatter_add, dim, index, src)
+
+    def index_add(self, dim, index, source, *, alpha=1):
+        return _ops.index_add(self, dim, index, source, alpha=alpha)
+
+    def index_add_(self, dim, index, source, *, alpha=1):
+        return self._inplace("index_add_", _ops.index_add, dim, index, source, alpha=alpha)
+
+    def index_fill(self, dim, index, value):
+        return _ops.index_fill(self, dim, index, value)
+
+    def index_fill_(self, dim, index, value):
+        return self._inplace("index_fill_", _ops.index_fill, dim, index, value)
+
     def is_floating_point(self) -> bool:
         return self.dtype.kind == "f"
 

@@ -625,3 +625,50 @@ add(
         _tiled({"scale": 0.5, "mask": np.tril(np.ones((1, 1, 3, 4), dtype=bool), 1)}),
     ),
 )
+
+
+# ---- ordering, writing at indices, diagonal (ops/sorting.py, scatter.py, diagonal.py) -------
+
+
+def _perm_ids(rng, rows, n, k):
+    """Distinct indices per row (scatter's written positions must not repeat)."""
+    return tt.tensor(np.stack([rng.permutation(n)[:k] for _ in range(rows)]))
+
+
+add(
+    _case("Gather", "sort-values", lambda r: [distinct(r, 3, 5)], lambda x: x.sort(dim=1)[0]),
+    _case("Gather", "topk", lambda r: [distinct(r, 4, 6)], lambda x: x.topk(3, dim=0).values),
+    _case(
+        "Scatter",
+        "dim1",
+        lambda r: [leaf(r, 3, 5), leaf(r, 3, 4), _perm_ids(r, 3, 5, 2)],
+        lambda x, s, i: x.scatter(1, i, s),
+    ),
+    _case(
+        "ScatterAdd",
+        "dim0-duplicates",
+        lambda r: [leaf(r, 3, 4), leaf(r, 5, 4), ids(r, 3, 5, 4)],
+        lambda x, s, i: x.scatter_add(0, i, s),
+    ),
+    _case(
+        "IndexAdd",
+        "dim1-alpha",
+        lambda r: [leaf(r, 3, 5), leaf(r, 3, 4)],
+        lambda x, s: x.index_add(1, tt.tensor([4, 0, 4, 2]), s, alpha=2.5),
+    ),
+    _case(
+        "IndexFill",
+        "dim0",
+        lambda r: [leaf(r, 4, 3)],
+        lambda x: x.index_fill(0, tt.tensor([1, 3]), -1.0),
+    ),
+    _case("Diagonal", "main", lambda r: [leaf(r, 4, 4)], lambda x: x.diagonal()),
+    _case(
+        "Diagonal",
+        "offset-batched",
+        lambda r: [leaf(r, 2, 3, 5)],
+        lambda x: x.diagonal(offset=1, dim1=1, dim2=2),
+    ),
+    _case("Diagonal", "negative-offset", lambda r: [leaf(r, 4, 3)], lambda x: x.diagonal(-1)),
+    _case("Diagonal", "trace", lambda r: [leaf(r, 3, 3)], lambda x: x.trace()),
+)

@@ -2,6 +2,7 @@
 
 from . import torch_extras  # PyTorch-named extras composed from the families below
 from .attention import scaled_dot_product_attention
+from .diagonal import diagonal, trace
 from .elementwise import (
     abs,
     add,
@@ -87,5 +88,8 @@ from .reduce import (
     sum,
     var,
 )
+from .sampling import multinomial
+from .scatter import index_add, index_fill, scatter, scatter_add
+from .sorting import argsort, argwhere, nonzero, sort, topk
 
 __all__ = [name for name in dir() if not name.startswith("_")]
