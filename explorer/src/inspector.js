@@ -47,7 +47,10 @@ export function tensorHtml(model, node) {
   if (node.grad) grad = statsTable(node.grad, 'grad');
   else if (!node.requires_grad) grad = '<p class="muted">none: this tensor does not require grad</p>';
   else grad = `<p class="muted">none recorded (${esc(model.data.backward_note)})</p>`;
-  return `<h2 data-field="title">${esc(model.tensorLabel(node))}</h2><p class="kind">tensor</p>${flags}` +
+  const title = node.role === 'intermediate' && !node.name
+    ? `${model.shapeText(node.shape)} from ${model.nodes[node.producer].name}`
+    : model.tensorLabel(node);
+  return `<h2 data-field="title">${esc(title)}</h2><p class="kind">tensor</p>${flags}` +
     `<table class="fields">${rows.join('')}</table>` +
     `<h3>value</h3>${statsTable(node.value, 'value')}<h3>gradient dL/d(this)</h3>${grad}`;
 }
