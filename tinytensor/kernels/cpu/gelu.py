@@ -3,7 +3,10 @@
 tanh form: z = x/2·(1 + t), t = tanh(√(2/π)(x + 0.044715x³));
            dz/dx = ½(1 + t) + ½x(1 - t²)·√(2/π)(1 + 3·0.044715x²).
 exact:     z = x·Φ(x), dz/dx = Φ(x) + x·φ(x), Φ from math.erf.
-The forward keeps t (tanh form) or Φ (exact) for the backward, as the NumPy reference does.
+The forward keeps 1 + t (tanh form) or Φ (exact) for the backward. NOTE: 1 + t cancels in the
+negative tail (t -> -1), where the rational tanh's ~3e-7 absolute error would be all of it: there
+(u < -1/2) it is computed as 2e/(1 + e) with e = exp(2u), and the backward uses 1 - t² =
+(2 - (1 + t))·(1 + t), so neither pass subtracts nearly equal numbers.
 """
 
 from __future__ import annotations
@@ -14,37 +17,50 @@ import numpy as np
 from numba import prange
 
 from .dispatch import pick, twin_jit
-from .scalar_math import fast_tanh
+from .scalar_math import fast_exp, fast_tanh
 
 BLOCK = 4096  # elements per parallel task: large enough to vectorize, small enough to balance
 
 
 @twin_jit
-def _gelu_tanh_forward(x, z, t):
+def _gelu_tanh_forward(x, z, opt):
     n = x.shape[0]
     k0 = x.dtype.type(math.sqrt(2.0 / math.pi))
     a = x.dtype.type(0.044715)
     half = x.dtype.type(0.5)
+    one = x.dtype.type(1.0)
+    tail = x.dtype.type(-0.5)
     for blk in prange((n + BLOCK - 1) // BLOCK):
-        for i in range(blk * BLOCK, min(n, (blk + 1) * BLOCK)):
+        lo, hi = blk * BLOCK, min(n, (blk + 1) * BLOCK)
+        for i in range(lo, hi):  # vectorized: the rational tanh
             v = x[i]
-            th = fast_tanh(k0 * (v + a * v * v * v))
-            t[i] = th
-            z[i] = half * v * (th + x.dtype.type(1.0))
+            o = one + fast_tanh(k0 * (v + a * v * v * v))
+            opt[i] = o
+            z[i] = half * v * o
+        for i in range(lo, hi):  # u < -1/2: 1 + t = 2e/(1 + e), e = exp(2u), without cancelling
+            v = x[i]
+            u = k0 * (v + a * v * v * v)
+            if u < tail:
+                e = fast_exp(u + u)
+                o = (e + e) / (one + e)
+                opt[i] = o
+                z[i] = half * v * o
 
 
 @twin_jit
-def _gelu_tanh_backward(x, t, g, gx):
+def _gelu_tanh_backward(x, opt, g, gx):
     n = x.shape[0]
     k0 = x.dtype.type(math.sqrt(2.0 / math.pi))
     a3 = x.dtype.type(3 * 0.044715)
     half = x.dtype.type(0.5)
     one = x.dtype.type(1.0)
+    two = x.dtype.type(2.0)
     for blk in prange((n + BLOCK - 1) // BLOCK):
         for i in range(blk * BLOCK, min(n, (blk + 1) * BLOCK)):
-            v, th = x[i], t[i]
+            v, o = x[i], opt[i]
             inner = k0 * (a3 * v * v + one)
-            gx[i] = g[i] * (half * (th + one) + half * v * (one - th * th) * inner)
+            # ½(1 + t) = ½·o and 1 - t² = (2 - o)·o, with o = 1 + t kept accurate in both tails
+            gx[i] = g[i] * (half * o + half * v * ((two - o) * o) * inner)
 
 
 @twin_jit
@@ -68,7 +84,7 @@ def _gelu_exact_backward(x, cdf, g, gx):
 
 
 def gelu_forward(x, approximate):
-    """(z, saved): saved is tanh(...) for "tanh", Φ(x) for "none"."""
+    """(z, saved): saved is 1 + tanh(...) for "tanh", Φ(x) for "none"."""
     z, saved = np.empty_like(x), np.empty_like(x)
     kernel = _gelu_tanh_forward if approximate == "tanh" else _gelu_exact_forward
     pick(kernel, x.size)(x.reshape(-1), z.reshape(-1), saved.reshape(-1))

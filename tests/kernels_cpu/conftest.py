@@ -1,0 +1,14 @@
+"""The fused CPU kernel tests need numba; without it they are skipped, saying so."""
+
+import pytest
+
+from tinytensor.kernels.cpu import fused_available
+
+
+def pytest_collection_modifyitems(config, items):
+    if fused_available():
+        return
+    skip = pytest.mark.skip(reason="numba is not installed: the fused CPU kernels cannot compile")
+    for item in items:
+        if "kernels_cpu" in str(item.fspath) and "no_numba_ok" not in item.keywords:
+            item.add_marker(skip)

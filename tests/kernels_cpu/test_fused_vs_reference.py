@@ -1,0 +1,214 @@
+"""Each fused CPU kernel against the readable NumPy reference of the same op, forward and
+backward, float32 and float64, on odd shapes and on sizes that take the parallel twin."""
+
+import numpy as np
+import pytest
+
+import tinytensor as tt
+from tinytensor.kernels.cpu import dispatch
+
+F = tt.nn.functional
+
+# float32: the kernels' exp/tanh are within a few ulp and their sums are split differently from
+# NumPy's pairwise sums; float64: only the summation order differs.
+TOL = {np.float32: dict(rtol=2e-5, atol=2e-6), np.float64: dict(rtol=1e-12, atol=1e-13)}
+DTYPES = (np.float32, np.float64)
+BIG = dispatch.PARALLEL_MIN_ELEMENTS  # at least this many elements: the parallel twin runs
+
+
+def run(mode, build, arrays, seed_grad=0):
+    """Forward with `mode`, backward with a fixed random output gradient; returns numpy
+    arrays: the output and each input's gradient."""
+    with tt.cpu_kernels(mode):
+        leaves = [tt.tensor(a.copy(), requires_grad=a.dtype.kind == "f") for a in arrays]
+        out = build(*leaves)
+        g = np.random.default_rng(seed_grad).standard_normal(out.shape).astype(out.dtype)
+        out.backward(tt.tensor(g))
+    grads = [t.grad.numpy() if t.grad is not None else None for t in leaves]
+    return [out.numpy()] + grads
+
+
+def assert_fused_matches_reference(build, arrays, dtype, **tolerance):
+    ref = run("numpy", build, arrays)
+    fused = run("numba", build, arrays)
+    tol = {**TOL[dtype], **tolerance}
+    for i, (a, b) in enumerate(zip(fused, ref)):
+        if b is None:
+            assert a is None
+            continue
+        assert a.dtype == b.dtype, f"output {i}: {a.dtype} vs {b.dtype}"
+        np.testing.assert_allclose(a, b, **tol, err_msg=f"output {i} (0 = forward)")
+
+
+def randn(rng, shape, dtype, scale=1.0):
+    return (rng.standard_normal(shape) * scale).astype(dtype)
+
+
+def test_the_fused_path_is_taken(monkeypatch):
+    """The comparisons below compare something: under "numba" the kernel module runs."""
+    from tinytensor.kernels.cpu import norms
+
+    calls = []
+    original = norms.layer_norm_forward
+    monkeypatch.setattr(norms, "layer_norm_forward", lambda *a: calls.append(1) or original(*a))
+    x = tt.randn(3, 5)
+    with tt.cpu_kernels("numba"):
+        F.layer_norm(x, (5,))
+    with tt.cpu_kernels("numpy"):
+        F.layer_norm(x, (5,))
+    assert calls == [1]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(1, 1), (3, 7), (2, 5, 33), (BIG // 96 + 3, 96)])
+def test_softmax_and_log_softmax(dtype, shape):
+    rng = np.random.default_rng(1)
+    x = randn(rng, shape, dtype, 4.0)
+    assert_fused_matches_reference(lambda t: F.softmax(t, -1), [x], dtype)
+    assert_fused_matches_reference(lambda t: F.log_softmax(t, -1), [x], dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("smoothing", [0.0, 0.1])
+@pytest.mark.parametrize("rows", [1, 7, BIG // 50 + 5])
+def test_cross_entropy(dtype, reduction, smoothing, rows):
+    rng = np.random.default_rng(2)
+    z = randn(rng, (rows, 50), dtype, 3.0)
+    target = rng.integers(0, 50, rows)
+    target[::3] = -100  # ignored rows: no loss, no gradient
+
+    def build(logits, t):
+        return F.cross_entropy(logits, t, reduction=reduction, label_smoothing=smoothing)
+
+    assert_fused_matches_reference(build, [z, target], dtype)
+
+
+def test_cross_entropy_every_target_ignored_is_nan_with_zero_gradient():
+    z = tt.randn(4, 3, requires_grad=True)
+    with tt.cpu_kernels("numba"):
+        loss = F.cross_entropy(z, tt.tensor([-100] * 4))
+        loss.backward()
+    assert np.isnan(loss.item()) and not z.grad.numpy().any()
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(1, 1), (3, 7), (2, 5, 33), (BIG // 128 + 3, 128)])
+@pytest.mark.parametrize("affine", ["none", "weight", "weight+bias"])
+def test_layer_norm(dtype, shape, affine):
+    rng = np.random.default_rng(3)
+    n = shape[-1]
+    arrays = [randn(rng, shape, dtype, 2.0) + 1.5]
+    if affine != "none":
+        arrays.append(randn(rng, (n,), dtype))
+    if affine == "weight+bias":
+        arrays.append(randn(rng, (n,), dtype))
+    assert_fused_matches_reference(lambda x, *wb: F.layer_norm(x, (n,), *wb), arrays, dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(1, 1), (3, 7), (BIG // 64 + 3, 64)])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_rms_norm(dtype, shape, weighted):
+    rng = np.random.default_rng(4)
+    n = shape[-1]
+    arrays = [randn(rng, shape, dtype, 2.0)] + ([randn(rng, (n,), dtype)] if weighted else [])
+    assert_fused_matches_reference(lambda x, *w: F.rms_norm(x, (n,), *w, eps=1e-6), arrays, dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("approximate", ["tanh", "none"])
+@pytest.mark.parametrize("shape", [(1,), (3, 7), (BIG + 13,)])
+def test_gelu(dtype, approximate, shape):
+    rng = np.random.default_rng(5)
+    x = randn(rng, shape, dtype, 3.0)
+    x.flat[:3] = [0.0, 12.0, -12.0][: x.size]  # saturated tails
+    # NOTE: float32 tanh form: the reference's 1 - t² cancels for x < -3 (errors up to ~5e-7·|g|,
+    # see the next test), so the gradient is compared with that allowance
+    loose = dict(atol=5e-6) if dtype == np.float32 and approximate == "tanh" else {}
+    build = lambda t: F.gelu(t, approximate=approximate)  # noqa: E731
+    assert_fused_matches_reference(build, [x], dtype, **loose)
+
+
+def test_gelu_tanh_tail_is_at_least_as_accurate_as_the_reference():
+    """Against the float64 formula: in the negative tail the fused kernel keeps 1 + t without
+    cancelling, where NumPy's float32 reference loses most digits of the gradient."""
+    x = np.linspace(-6.0, -2.0, 41).astype(np.float32)
+    x64 = x.astype(np.float64)
+    k0 = np.sqrt(2 / np.pi)
+    t = np.tanh(k0 * (x64 + 0.044715 * x64**3))
+    truth = 0.5 * (1 + t) + 0.5 * x64 * (1 - t * t) * k0 * (1 + 3 * 0.044715 * x64**2)
+    errors = {}
+    for mode in ("numpy", "numba"):
+        with tt.cpu_kernels(mode):
+            leaf = tt.tensor(x, requires_grad=True)
+            F.gelu(leaf, approximate="tanh").sum().backward()
+        errors[mode] = np.abs(leaf.grad.numpy() - truth)
+    assert errors["numba"].max() <= errors["numpy"].max(), errors
+    assert (errors["numba"] <= 4e-6 * np.abs(truth)).all(), errors["numba"] / np.abs(truth)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(
+    "shape", [(1, 1, 1, 4), (2, 3, 5, 8), (2, 4, 70, 16)], ids=["tiny", "odd", "parallel"]
+)
+@pytest.mark.parametrize("mask", ["none", "causal", "bool2d"])
+def test_attention_scale_mask_softmax(dtype, shape, mask):
+    rng = np.random.default_rng(6)
+    q, k, v = (randn(rng, shape, dtype) for _ in range(3))
+    n = shape[-2]
+    allowed = rng.random((n, n)) > 0.3
+    if n > 1:
+        allowed[1] = False  # a row that may attend to nothing: zeros, not NaN
+
+    def build(q, k, v):
+        if mask == "bool2d":
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=tt.tensor(allowed))
+        return F.scaled_dot_product_attention(q, k, v, is_causal=mask == "causal")
+
+    assert_fused_matches_reference(build, [q, k, v], dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("padding_idx", [None, 2])
+@pytest.mark.parametrize("tokens", [5, BIG // 8 + 1])
+def test_embedding_backward_with_repeated_ids(dtype, padding_idx, tokens):
+    rng = np.random.default_rng(7)
+    weight = randn(rng, (11, 9), dtype)
+    ids = rng.integers(0, 11, tokens)
+    ids[:3] = 4  # repeated ids add up
+
+    def build(w, i):
+        return F.embedding(i, w, padding_idx=padding_idx)
+
+    assert_fused_matches_reference(build, [weight, ids], dtype)
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda x: F.softmax(x, -1),
+        lambda x: F.log_softmax(x, -1),
+        lambda x: F.gelu(x, approximate="tanh"),
+        lambda x: F.gelu(x),
+        lambda x: F.layer_norm(x, (5,)),
+        lambda x: F.rms_norm(x, (5,)),
+    ],
+    ids=["softmax", "log_softmax", "gelu_tanh", "gelu", "layer_norm", "rms_norm"],
+)
+def test_fused_gradients_pass_gradcheck(build):
+    """Central differences in float64 through the fused path itself."""
+    x = tt.tensor(np.random.default_rng(8).standard_normal((3, 5)), requires_grad=True)
+    with tt.cpu_kernels("numba"):
+        assert tt.gradcheck(build, [x])
+
+
+def test_fused_cross_entropy_and_attention_pass_gradcheck():
+    rng = np.random.default_rng(9)
+    z = tt.tensor(rng.standard_normal((4, 6)), requires_grad=True)
+    t = tt.tensor([1, 5, -100, 0])
+    q, k, v = (tt.tensor(rng.standard_normal((1, 2, 3, 4)), requires_grad=True) for _ in "qkv")
+    with tt.cpu_kernels("numba"):
+        assert tt.gradcheck(lambda z: F.cross_entropy(z, t, label_smoothing=0.2), [z])
+        sdpa = F.scaled_dot_product_attention
+        assert tt.gradcheck(lambda q, k, v: sdpa(q, k, v, is_causal=True), [q, k, v])
