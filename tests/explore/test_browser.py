@@ -136,6 +136,7 @@ def test_clicking_tensors_shows_their_values_and_gradients(browser, gpt_page, sc
     ids = idx.numpy()
     embedded = model.wte.weight.numpy()[ids] + model.wpe.weight.numpy()[: ids.shape[1]]
     assert css(browser, '#inspector [data-field="shape"]')[0].text == "(2, 8, 16)"
+    assert css(browser, '#inspector [data-field="title"]')[0].text == "(2, 8, 16) from Add"
     assert_inspector_shows(browser, "value", embedded, "wte(idx) + wpe")
     browser.save_screenshot(str(screenshots / "3-tensor-inspector.png"))
 
