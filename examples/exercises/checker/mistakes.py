@@ -153,6 +153,15 @@ def _gelu(variant_exact, variant_tanh):
     return grads
 
 
+def _gelu_other_form(a, p, g, right):
+    """The exact form's derivative where the tanh form was asked for, and the other way round."""
+    x = a["x"]
+    cdf, pdf, t, du = _gelu_parts(x)
+    exact = cdf + x * pdf
+    tanh = 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * du
+    return {"x": g * (exact if p["approximate"] == "tanh" else tanh)}
+
+
 GELU = (
     Mistake(
         "gelu-missing-x-pdf",
@@ -162,8 +171,8 @@ GELU = (
     ),
     Mistake(
         "gelu-pdf-without-x",
-        "the second term of the product rule lost its x: d/dx (x·Φ(x)) has Φ(x)·1 and "
-        "x·Φ'(x) (step 1 of 06_gelu.md)",
+        "the second term of the product rule lost its factor x: differentiate x·Φ(x) again, "
+        "one factor at a time (step 1 of 06_gelu.md)",
         _gelu(lambda x, cdf, pdf: cdf + pdf, None),
     ),
     Mistake(
@@ -212,16 +221,7 @@ GELU = (
         "you used one form's derivative for both values of self.approximate: the tanh form "
         "is a different function, with its own derivative (step 3 of 06_gelu.md: branch on "
         "self.approximate)",
-        lambda a, p, g, right: {
-            "x": g
-            * (
-                (lambda c, f, t, du: c + a["x"] * f)(*_gelu_parts(a["x"]))
-                if p["approximate"] == "tanh"
-                else (lambda c, f, t, du: 0.5 * (1 + t) + 0.5 * a["x"] * (1 - t * t) * du)(
-                    *_gelu_parts(a["x"])
-                )
-            )
-        },
+        _gelu_other_form,
     ),
 )
 
@@ -536,8 +536,8 @@ SOFTMAX_DS = {  # key: (what the mistake computes for dS from P and dP along `di
     ),
     "sum-of-g": (
         lambda p, g, dim: p * (g - g.sum(axis=dim, keepdims=True)),
-        "the sum over the row is Σᵢ gᵢ·pᵢ, not Σᵢ gᵢ: the i ≠ j entries of the Jacobian "
-        "carry a factor pᵢ",
+        "your row sum is Σᵢ gᵢ alone: the i ≠ j entries of the Jacobian carry a factor pᵢ, "
+        "and it stays in that sum",
     ),
     "mean-not-sum": (
         lambda p, g, dim: p * (g - (g * p).mean(axis=dim, keepdims=True)),
@@ -611,6 +611,18 @@ def _every_row_every_target(probs, onehot, target, n, c):
     return grad / n
 
 
+def _rows_by_target(probs, onehot, target, n, c):
+    grad = probs.copy()
+    grad[target] -= 1  # rows picked by the class numbers
+    return grad / n
+
+
+def _true_class_set_to_minus_one(probs, onehot, target, n, c):
+    grad = probs.copy()
+    grad[np.arange(n), target] = -1  # = where -= belongs
+    return grad / n
+
+
 CROSS_ENTROPY = (
     Mistake(
         "ce-missing-1/N",
@@ -640,19 +652,13 @@ CROSS_ENTROPY = (
         "ce-rows-by-target",
         "`p[target] -= 1` picks *rows* by the target classes; each row i needs the -1 at "
         "its own target column: p[np.arange(N), target]",
-        _cross_entropy(
-            lambda p, y, t, n, c: (lambda q: (q.__setitem__(t, q[t] - 1), q)[1])(p.copy()) / n
-        ),
+        _cross_entropy(_rows_by_target),
     ),
     Mistake(
         "ce-sets-minus-one",
         "you *set* the true class's entry to -1; the -1 of onehot(y) is added to p there, "
         "p[y] - 1 (step 2 of 09_softmax_cross_entropy.md): use -= rather than =",
-        _cross_entropy(
-            lambda p, y, t, n, c: (
-                (lambda q: (q.__setitem__((np.arange(n), t), -1), q)[1])(p.copy()) / n
-            )
-        ),
+        _cross_entropy(_true_class_set_to_minus_one),
     ),
     Mistake(
         "ce-minus-one-everywhere",
@@ -728,6 +734,7 @@ def _norm_mistakes(exercise, axis, center, stat_axis_words):
     """The mistakes of a normalization's ∂L/∂x, one list for the three exercises."""
     md = f"{exercise}.md"
     n = "N" if axis == 0 else "D"
+    inside = "σ² + ε" if center else "mean(x²) + ε"  # what r is the inverse square root of
     mistakes = [
         Mistake(
             f"{exercise[3:]}-statistics-constant",
@@ -810,7 +817,7 @@ def _norm_mistakes(exercise, axis, center, stat_axis_words):
         Mistake(
             f"{exercise[3:]}-correction-missing-r",
             "the term through the statistic is missing a factor r: differentiate r = "
-            f"(σ² + ε)^(-1/2) once more, r³ = r·r² (step 3 of {md})",
+            f"({inside})^(-1/2) once more, r³ = r·r² (step 3 of {md})",
             _norm(
                 lambda gh, xhat, r, mean, g, xc: (
                     r * (gh - (mean(gh) if center else 0)) - xhat * mean(gh * xhat)
@@ -821,7 +828,7 @@ def _norm_mistakes(exercise, axis, center, stat_axis_words):
         ),
         Mistake(
             f"{exercise[3:]}-missing-r",
-            f"the whole gradient is missing the factor r = 1/√(σ² + ε) that x̂ carries ({md})",
+            f"the whole gradient is missing the factor r = 1/√({inside}) that x̂ carries ({md})",
             _norm(
                 lambda gh, xhat, r, mean, g, xc: (
                     gh - (mean(gh) if center else 0) - xhat * mean(gh * xhat)
@@ -944,8 +951,9 @@ def _param_mistakes(exercise, axis):
     over_features = [
         Mistake(
             f"{exercise[3:]}-params-over-features",
-            f"∂L/∂w (and ∂L/∂b) sum over the rows, every dim but the last, one value per "
-            f"feature; yours sum over the last dim, the features (step 1 of {md})",
+            f"{'∂L/∂w' if 'rms' in exercise else '∂L/∂w and ∂L/∂b'} sum over the rows, every "
+            f"dim but the last, one value per feature; yours sum over the last dim, the "
+            f"features (step 1 of {md})",
             lambda a, p, g, right: {
                 "weight": (g * _normalize(a["x"], -1, "bias" in a)[0]).sum(axis=-1),
                 **({"bias": g.sum(axis=-1)} if "bias" in a else {}),
@@ -1038,6 +1046,20 @@ def _softmax_ds(p, dp):
     return p * (dp - (dp * p).sum(axis=-1, keepdims=True))
 
 
+def _dp_without_transpose(q, k, v, p, g, tau, dp, ds):
+    wrong = _try(lambda: g @ v)  # fits only where dv = T
+    if wrong is None:
+        return {}
+    ds = _softmax_ds(p, wrong)
+    return {"q": (ds @ k) * tau, "k": (_t(ds) @ q) * tau}
+
+
+def _unmasked_p(q, k, v, p, g, tau, dp, ds):
+    p = _softmax((q @ _t(k)) * tau, -1)  # P recomputed without the causal mask
+    ds = _softmax_ds(p, g @ _t(v))
+    return {"q": (ds @ k) * tau, "k": (_t(ds) @ q) * tau, "v": _t(p) @ g}
+
+
 def _attention_softmax(ds_fn):
     """A softmax mistake inside attention: dS from dP is wrong, the rest is right."""
 
@@ -1073,18 +1095,7 @@ ATTENTION = (
         "attention-dp-missing-transpose",
         "dP = g·V is missing a transpose: O = P·V is exercise 5 with y = V, and ∂L/∂x takes "
         "y transposed (step 1 of 13_attention.md)",
-        _attention(
-            lambda q, k, v, p, g, tau, dp, ds: (
-                lambda wrong: (
-                    {}
-                    if wrong is None
-                    else {
-                        "q": (_softmax_ds(p, wrong) @ k) * tau,
-                        "k": (_t(_softmax_ds(p, wrong)) @ q) * tau,
-                    }
-                )
-            )(_try(lambda: g @ v))
-        ),
+        _attention(_dp_without_transpose),
     ),
     Mistake(
         "attention-dv-missing-transpose",
@@ -1123,17 +1134,7 @@ ATTENTION = (
         "attention-unmasked-p",
         "your P has no causal mask: recomputing the softmax in backward, you left out the "
         "-∞ for j > i. Use the P forward saved (self.p), masked entries 0",
-        lambda a, prm, g, right: (
-            lambda q, k, v, tau: (
-                lambda p: (
-                    lambda ds: {
-                        "q": (ds @ k) * tau,
-                        "k": (_t(ds) @ q) * tau,
-                        "v": _t(p) @ g,
-                    }
-                )(_softmax_ds(p, g @ _t(v)))
-            )(_softmax((q @ _t(k)) * tau, -1))
-        )(a["q"], a["k"], a["v"], 1 / math.sqrt(a["q"].shape[-1])),
+        _attention(_unmasked_p),
     ),
     Mistake(
         "attention-skipped-softmax",
