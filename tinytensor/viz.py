@@ -240,8 +240,8 @@ def _check_not_freed(nodes):
     for key, obj in nodes:
         if key[0] == "op" and obj.inputs is None:
             raise RuntimeError(
-                f"draw_graph: the graph was freed by backward() (from {type(obj).__name__} on): "
-                "draw it before calling backward(), or keep it with "
+                f"draw_graph: backward() already freed this graph (from its {type(obj).__name__} "
+                "node back): draw it before calling backward(), or keep it with "
                 "loss.backward(retain_graph=True)"
             )
 
@@ -252,7 +252,7 @@ class _Model:
 
     def __init__(self, params, ops):
         self.tensor_names, self.parameter_ids, self.buffer_ids = {}, set(), set()
-        module = None
+        given = None
         if isinstance(params, dict):
             self.tensor_names = {id(t): str(n) for n, t in params.items()}
         elif params is not None:
@@ -261,20 +261,20 @@ class _Model:
                     "draw_graph: params must be a dict of name -> Tensor or a module with "
                     f"named_parameters(), got {type(params).__name__}"
                 )
-            module = params
-        if module is None or not hasattr(module, "named_modules"):
-            module = infer_root(ops) or module
-        self.tree = ModuleTree(module.named_modules() if hasattr(module, "named_modules") else ())
-        if module is None:
-            return
-        named = dict(module.named_parameters())
-        self.parameter_ids = {id(p) for p in named.values()}
-        if hasattr(module, "named_buffers"):
-            buffers = dict(module.named_buffers())
-            self.buffer_ids = {id(b) for b in buffers.values()}
-            named.update(buffers)
-        for n, t in named.items():
-            self.tensor_names.setdefault(id(t), n)  # the caller's names win
+            given = params
+        root = given if hasattr(given, "named_modules") else infer_root(ops)
+        self.tree = ModuleTree(root.named_modules() if root is not None else ())
+        for module in (given, root):  # the caller's names first
+            if module is None:
+                continue
+            named = dict(module.named_parameters())
+            self.parameter_ids.update(id(p) for p in named.values())
+            if hasattr(module, "named_buffers"):
+                buffers = dict(module.named_buffers())
+                self.buffer_ids.update(id(b) for b in buffers.values())
+                named.update(buffers)
+            for n, t in named.items():
+                self.tensor_names.setdefault(id(t), n)
 
     def role(self, t, output_ids) -> str:
         """parameter, leaf (requires grad), input, constant, intermediate or output."""
