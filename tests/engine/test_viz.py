@@ -155,7 +155,9 @@ def test_a_graph_freed_by_backward_raises_and_says_how_to_keep_it():
     x = tt.randn(3, requires_grad=True)
     y = (x.exp() * 2.0).sum()
     y.backward()
-    with pytest.raises(RuntimeError, match=r"backward\(\) already freed this graph.*retain_graph=True"):
+    with pytest.raises(
+        RuntimeError, match=r"backward\(\) already freed this graph.*retain_graph=True"
+    ):
         draw_graph(y)
     kept = (x.exp() * 2.0).sum()
     kept.backward(retain_graph=True)
