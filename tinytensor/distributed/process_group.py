@@ -154,11 +154,28 @@ def _install_excepthook() -> None:
         sys.excepthook = _abort_job_on_uncaught_exception
 
 
-# NOTE: installed on import under a multi-process MPI launch, so that a rank failing even
+def _export_torchrun_variables() -> None:
+    """RANK, WORLD_SIZE, LOCAL_RANK and LOCAL_WORLD_SIZE as torchrun sets them, from MPI's
+    names, so that scripts ported from PyTorch (nanoGPT reads RANK) find them under mpiexec."""
+    names = {
+        "RANK": ("PMI_RANK", "OMPI_COMM_WORLD_RANK"),
+        "WORLD_SIZE": ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE"),
+        "LOCAL_RANK": ("MPI_LOCALRANKID", "OMPI_COMM_WORLD_LOCAL_RANK"),
+        "LOCAL_WORLD_SIZE": ("MPI_LOCALNRANKS", "OMPI_COMM_WORLD_LOCAL_SIZE"),
+    }
+    for torch_name, mpi_names in names.items():
+        for mpi_name in mpi_names:
+            if mpi_name in os.environ:
+                os.environ.setdefault(torch_name, os.environ[mpi_name])
+                break
+
+
+# NOTE: on import under a multi-process MPI launch: the hook, so that a rank failing even
 # before init_process_group (while loading data, say) ends the job instead of leaving the
-# others waiting for it.
+# others waiting for it; and torchrun's variables.
 if _launcher_world_size() > 1:
     _install_excepthook()
+    _export_torchrun_variables()
 
 
 def is_initialized() -> bool:

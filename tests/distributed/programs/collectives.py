@@ -1,5 +1,7 @@
 """Each rank checks every collective against NumPy on values it knows every rank holds."""
 
+import os
+
 import numpy as np
 
 import tinytensor as tt
@@ -9,6 +11,9 @@ from tinytensor.utils.data.distributed import DistributedSampler
 dist.init_process_group("mpi")
 rank, world = dist.get_rank(), dist.get_world_size()
 assert dist.is_initialized() and dist.get_backend() == "mpi"
+# torchrun's variables, for scripts ported from PyTorch
+assert (int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])) == (rank, world)
+assert int(os.environ["LOCAL_RANK"]) == rank and int(os.environ["LOCAL_WORLD_SIZE"]) == world
 
 
 def values(r, dtype=np.float64):
