@@ -6,6 +6,8 @@ attention; a run of n blocks is drawn once) and expected labels from the argumen
 passes, never from running draw_graph.
 """
 
+import shutil
+
 import numpy as np
 import pytest
 from tinytensor.models import GPT, GPTConfig
@@ -326,3 +328,12 @@ def test_a_module_called_twice_gives_one_cluster_per_call_when_opened():
     norms = ops_named(nodes, "LayerNorm")
     assert sorted(n["clusters"][0] for n in norms) == labels[1:]
     assert by_label(nodes, "norm.weight")[0]["clusters"] == []  # shared: beside both calls
+
+
+def test_the_graph_displays_itself_inline_in_jupyter():
+    if shutil.which("dot") is None:
+        pytest.skip("graphviz's `dot` is not installed here, so inline SVG is not tested")
+    x = tt.randn(2, 3, requires_grad=True)
+    graph = draw_graph((x * 2.0).sum())
+    svg = graph._repr_mimebundle_()["image/svg+xml"]  # what Jupyter calls to show a cell's value
+    assert "<svg" in svg and "Mul" in svg
