@@ -491,3 +491,25 @@ def test_count_of_hostile_folder_cases():
     )
     print(f"{cases} hostile checkpoint folders")
     assert cases >= 80
+
+
+def test_an_interrupted_save_pretrained_keeps_the_previous_checkpoint(
+    originals, tmp_path, monkeypatch
+):
+    from tinytensor.serialization import safetensors_format
+
+    path = tmp_path / "ckpt"
+    shutil.copytree(originals / "gpt2", path)
+    before = {p.name: p.read_bytes() for p in path.iterdir()}
+
+    def crash(f, array):
+        raise OSError("simulated crash: disk full")
+
+    monkeypatch.setattr(safetensors_format, "write_array", crash)
+    with pytest.raises(OSError, match="simulated crash"):
+        TINY["gpt2"]().save_pretrained(path)
+    assert {p.name: p.read_bytes() for p in path.iterdir()} == {
+        **before,
+        "config.json": (path / "config.json").read_bytes(),  # written first, complete
+    }
+    assert isinstance(models.from_pretrained(path), GPT)

@@ -158,6 +158,8 @@ def test_bf16_and_fp16_from_torch_files(tmp_path, torch):
     assert loaded["bf16"].tobytes() == expected_bf16.tobytes()  # exact widening, NaN included
     assert loaded["fp16"].tobytes() == tensors["fp16"].numpy().tobytes()
     assert tt.load(path)["bf16"].dtype == tt.float32
+    with open(path, "rb") as f:  # the file-object reader (safetensors.deserialize) agrees
+        assert tt.load(f)["bf16"].numpy().tobytes() == expected_bf16.tobytes()
 
 
 def test_save_safetensors_with_metadata(tmp_path):
@@ -301,6 +303,11 @@ def test_save_and_load_through_file_objects_and_bytesio(tmp_path):
     assert sorted(safetensors.numpy.load(buffer.getvalue())) == sorted(
         f"model.{k}" for k in every_dtype()
     )
+
+
+def test_saving_to_a_text_mode_file_is_a_clear_error(tmp_path):
+    with open(tmp_path / "c.st", "w") as f, pytest.raises(TypeError, match="text mode.*'wb'"):
+        tt.save({"w": tt.ones(1)}, f)
 
 
 def test_load_accepts_pytorchs_arguments(tmp_path):

@@ -21,6 +21,7 @@ save left behind.
 
 from __future__ import annotations
 
+import io
 import json
 import zlib
 
@@ -129,6 +130,8 @@ def save_safetensors(tensors: dict, path, metadata: dict | None = None) -> None:
 
 def _write(target, write, where) -> None:
     if hasattr(target, "write"):  # a file object (io.BytesIO, open(..., "wb")): written as is
+        if isinstance(target, io.TextIOBase):
+            raise TypeError(f"{where}: the file is open in text mode; open it with 'wb'")
         write(target)
     else:
         files.atomic_write(files.fspath(target, where), write, where)
