@@ -1,0 +1,136 @@
+"""The switch, the predicate that keeps non-NumPy arrays (CuPy's) away from the CPU kernels,
+reproducibility at a fixed thread count, and the thread-count settings."""
+
+import numpy as np
+import pytest
+
+import tinytensor as tt
+from tinytensor.kernels.cpu import dispatch, threads
+
+F = tt.nn.functional
+
+
+@pytest.fixture(autouse=True)
+def restore_thread_policy():
+    """set_num_threads fixes the count for the process: give the next test the policy back."""
+    saved = dict(threads._state)
+    yield
+    fixed = saved["fixed"]
+    threads._state.update(saved)
+    threads._state["current"] = None
+    threads._apply(fixed or threads.cores_allowed())
+
+
+def test_the_switch_forces_either_path():
+    x = np.ones((4, 8), np.float32)
+    with tt.cpu_kernels("numpy"):
+        assert dispatch.kernels_for("softmax", x) is None
+    with tt.cpu_kernels("numba"):
+        assert dispatch.kernels_for("softmax", x).__name__.endswith("cpu.softmax")
+    with tt.cpu_kernels("numba"), tt.cpu_kernels("numpy"):  # the innermost wins
+        assert dispatch.kernels_for("softmax", x) is None
+
+
+def test_a_bad_mode_names_the_function_and_the_value():
+    with pytest.raises(ValueError, match=r"cpu_kernels: mode must be one of .*'fast'"):
+        tt.cpu_kernels("fast")
+
+
+def test_forcing_numba_without_numba_raises(monkeypatch):
+    monkeypatch.setattr(dispatch, "fused_available", lambda: False)
+    with pytest.raises(RuntimeError, match="numba is not installed"):
+        with tt.cpu_kernels("numba"):
+            pass
+    with tt.cpu_kernels("auto"):  # auto falls back quietly
+        assert dispatch.kernels_for("softmax", np.ones(3, np.float32)) is None
+
+
+class FakeDeviceArray:
+    """Stands in for a cupy.ndarray: array-like, C-contiguous float32, but not numpy's."""
+
+    dtype = np.dtype(np.float32)
+    flags = np.ones(1).flags
+    shape = (4,)
+
+
+class NdarraySubclass(np.ndarray):
+    pass
+
+
+@pytest.mark.parametrize(
+    "arrays, expected",
+    [
+        ((np.ones((3, 4), np.float32),), True),
+        ((np.ones(3), np.ones(3)), True),
+        ((np.ones(3, np.float32), None), True),  # absent optional inputs are skipped
+        ((np.ones(3, np.float32), np.ones(3)), False),  # mixed dtypes
+        ((np.ones(3, np.float16),), False),
+        ((np.ones(3, np.int64),), False),
+        ((np.ones((4, 4), np.float32).T[:, :3],), False),  # not C-contiguous
+        ((FakeDeviceArray(),), False),
+        ((np.ones(3, np.float32).view(NdarraySubclass),), False),
+        ((None,), False),
+    ],
+)
+def test_only_c_contiguous_float_numpy_arrays_qualify(arrays, expected):
+    assert dispatch.arrays_qualify(*arrays) is expected
+
+
+def test_cupy_arrays_never_reach_a_cpu_kernel():
+    cupy = pytest.importorskip("cupy", reason="CuPy is not installed: the stand-in test covers it")
+    try:
+        a = cupy.ones((3, 4), dtype=cupy.float32)
+    except Exception as e:  # CuPy installed without a usable GPU
+        pytest.skip(f"CuPy cannot allocate here ({type(e).__name__}): the stand-in test covers it")
+    with tt.cpu_kernels("numba"):
+        assert dispatch.kernels_for("softmax", a) is None
+
+
+@pytest.mark.parametrize("n_threads", [1, 2])
+def test_same_result_run_to_run_at_a_fixed_thread_count(n_threads):
+    """Reductions over rows (weight gradients, embedding scatter-add) add in a fixed order."""
+    tt.set_num_threads(n_threads)
+    rng = np.random.default_rng(0)
+    x0 = rng.standard_normal((600, 64)).astype(np.float32)
+    ids0 = rng.integers(0, 7, (300, 2))
+    w0 = rng.standard_normal((7, 64)).astype(np.float32)
+    results = []
+    for _ in range(3):
+        x = tt.tensor(x0, requires_grad=True)
+        w = tt.tensor(np.ones(64, np.float32), requires_grad=True)
+        emb = tt.tensor(w0, requires_grad=True)
+        with tt.cpu_kernels("numba"):
+            h = F.layer_norm(x, (64,), w) + F.embedding(tt.tensor(ids0), emb).reshape(600, 64)
+            loss = F.cross_entropy(F.gelu(h, approximate="tanh"), tt.tensor(ids0.ravel()))
+            loss.backward()
+        results.append([loss.numpy(), x.grad.numpy(), w.grad.numpy(), emb.grad.numpy()])
+    for other in results[1:]:
+        for a, b in zip(results[0], other):
+            np.testing.assert_array_equal(a, b)
+
+
+def test_set_num_threads_checks_its_argument():
+    for bad in (0, -1, 1.5, True, "2"):
+        with pytest.raises(ValueError, match="set_num_threads: n must be a positive int"):
+            tt.set_num_threads(bad)
+
+
+def test_set_num_threads_sets_the_kernels_and_openblas():
+    threadpoolctl = pytest.importorskip("threadpoolctl", reason="threadpoolctl is not installed")
+    import numba
+
+    tt.set_num_threads(1)
+    with tt.cpu_kernels("numba"):
+        F.softmax(tt.randn(3, 4), -1)  # starts the pool if it has not started
+    assert tt.get_num_threads() == 1 and numba.get_num_threads() == 1
+    blas = threadpoolctl.threadpool_info()
+    assert all(lib["num_threads"] == 1 for lib in blas if lib["user_api"] == "blas")
+
+
+def test_free_cores_measures_idle_plus_own_time():
+    threads.free_cores()  # the first call only records a sample
+    sum(i * i for i in range(200_000))  # some CPU time of our own
+    free = threads.free_cores()
+    if free is None:
+        pytest.skip("no /proc/stat on this system: the count stays at the cores allowed")
+    assert 0.0 <= free <= (threads.os.cpu_count() or 1) + 1e-9
