@@ -366,13 +366,16 @@ def _leaf_uses(output) -> dict:
         if id(node) in seen or node.inputs is None:
             continue
         seen.add(id(node))
-        for x in node.inputs:
+        # NOTE: the producer of each input when the node was recorded (an in-place op may
+        # have given the tensor a new grad_fn since)
+        parents = getattr(node, "parents", None) or [x.grad_fn for x in node.inputs]
+        for x, parent in zip(node.inputs, parents):
             if not x.requires_grad:
                 continue
-            if x.grad_fn is None:
+            if parent is None:
                 uses[id(x)] = uses.get(id(x), 0) + 1
             else:
-                stack.append(x.grad_fn)
+                stack.append(parent)
     return uses
 
 
