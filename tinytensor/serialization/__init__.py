@@ -208,8 +208,9 @@ def load(f, map_location=None, *, weights_only=None, mmap=None):
     name, arrays, metadata = read_safetensors(f, "tt.load")
     if not any(key.startswith(_DESCRIPTION_KEY) for key in metadata):
         # a file from elsewhere (e.g. HF's model.safetensors): a flat state dict
-        _check_cuda([target_device("cpu")], name, map_location)
-        return {k: _foreign_tensor(a, target_device("cpu")) for k, a in arrays.items()}
+        device = target_device(Device("cpu"))
+        _check_cuda([device], name, map_location)
+        return {k: _foreign_tensor(a, device) for k, a in arrays.items()}
     description = _verified_description(name, arrays, metadata)
     try:
         devices = [target_device(check_saved_device(d)) for d in saved_devices(description)]
