@@ -13,7 +13,8 @@ the same steps as one process with batch N·B.
 How: the parameters are grouped into buckets (flat buffers of about `bucket_cap_mb`, filled in
 reverse registration order, the order backward produces gradients in; the first bucket is
 smaller so that communication starts early). A hook on each parameter copies its gradient
-into its bucket as soon as backward has accumulated it; when a bucket is full its all-reduce is
+into its bucket as soon as backward has accumulated all of it (a weight used twice, like GPT's
+tied embedding, after its last contribution); when a bucket is full its all-reduce is
 started without blocking (MPI Iallreduce), and backward goes on computing the gradients of the
 layers below while the bucket travels. When the last gradient is ready, DDP waits for the
 buckets, divides by N and writes the averages back into `.grad`. Buckets are launched in a
@@ -53,9 +54,8 @@ class _Bucket:
         for p in params:
             self.spans.append((start, start + p.numel()))
             start += p.numel()
-        xp_array = params[0]._array
         # NOTE: allocated once and reused every step, so MPI sees the same memory each time
-        self.flat = _empty_like_flat(xp_array, start)
+        self.flat = get_array_module(params[0]._array).empty(start, dtype=params[0].dtype)
         self.ready = [False] * len(params)
         self.pending = len(params)
         self.work = None
@@ -64,10 +64,6 @@ class _Bucket:
         self.ready = [False] * len(self.params)
         self.pending = len(self.params)
         self.work = None
-
-
-def _empty_like_flat(array, size):
-    return get_array_module(array).empty(size, dtype=array.dtype)
 
 
 def assign_buckets(params, bucket_cap_bytes: int, first_bucket_bytes: int) -> list[_Bucket]:
