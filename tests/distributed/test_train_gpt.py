@@ -36,6 +36,7 @@ def test_two_ranks_train_print_once_and_resume_exactly(mpiexec, tmp_path):
     state = tt.load(str(tmp_path / "full" / "checkpoint.safetensors"))
     ranks = state["rng"]["ranks"]
     assert len(ranks) == 2 and ranks[0]["batches"] != ranks[1]["batches"]  # own data order
+    assert ranks[0]["global"] != ranks[1]["global"]  # own dropout masks
     assert list(state["model"])[0].startswith("wte")  # the plain model's keys, no "module."
     assert json.loads((tmp_path / "full" / "metrics.json").read_text())["steps"] == 60
 
