@@ -455,16 +455,10 @@ def pad(input, pad, mode="constant", value=0.0):  # noqa: A002 - PyTorch's argum
 
 
 def softplus(input, beta=1.0, threshold=20.0):  # noqa: A002
-    """log(1 + e^(βx))/β, linear (x) where βx > threshold, as PyTorch.
+    """log(1 + e^(βx))/β, linear (x) where βx > threshold, as PyTorch (one op: ops.Softplus)."""
+    from tinytensor.ops.torch_extras import softplus as _softplus
 
-    NOTE: written as max(βx, 0) + log1p(e^(-|βx|)), which neither overflows nor loses the tail.
-    """
-    from tinytensor.ops import where
-    from tinytensor.ops.torch_extras import log1p
-
-    z = input * beta
-    smooth = (relu(z) + log1p((-z.abs()).exp())) / beta
-    return where(z > threshold, input, smooth)
+    return _softplus(input, beta, threshold)
 
 
 def logsigmoid(input):  # noqa: A002

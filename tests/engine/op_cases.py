@@ -672,3 +672,18 @@ add(
     _case("Diagonal", "negative-offset", lambda r: [leaf(r, 4, 3)], lambda x: x.diagonal(-1)),
     _case("Diagonal", "trace", lambda r: [leaf(r, 3, 3)], lambda x: x.trace()),
 )
+
+
+add(
+    _case(
+        "Softplus", "beta2", lambda r: [leaf(r, 3, 4)], lambda x: tt.nn.functional.softplus(x, 2.0)
+    ),
+    _case(
+        "Softplus", "logsigmoid", lambda r: [leaf(r, 5)], lambda x: tt.nn.functional.logsigmoid(x)
+    ),
+    _case("VectorNorm", "p2-dim1", lambda r: [leaf(r, 3, 4)], lambda x: x.norm(dim=1)),
+    _case(
+        "VectorNorm", "p3-keepdim", lambda r: [leaf(r, 2, 5)], lambda x: x.norm(3, 1, keepdim=True)
+    ),
+    _case("VectorNorm", "all", lambda r: [leaf(r, 2, 3)], lambda x: tt.linalg.norm(x)),
+)

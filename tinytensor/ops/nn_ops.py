@@ -404,6 +404,8 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):  # no
         raise ValueError("layer_norm: a bias without a weight is not supported")
     if bias is not None:
         args.append(bias)
+    if input.dtype == dtypes.float16:  # NOTE: statistics in float32, as PyTorch (x² overflows)
+        return LayerNorm.apply(*[a.float() for a in args], n=len(shape), eps=eps).half()
     return LayerNorm.apply(*args, n=len(shape), eps=eps)
 
 
@@ -423,6 +425,8 @@ def rms_norm(input, normalized_shape, weight=None, eps=None):  # noqa: A002
     if eps is None:
         eps = float(np.finfo(input.dtype).eps)
     args = [input] if weight is None else [input, weight]
+    if input.dtype == dtypes.float16:  # NOTE: statistics in float32, as PyTorch (x² overflows)
+        return RMSNorm.apply(*[a.float() for a in args], n=len(shape), eps=eps).half()
     return RMSNorm.apply(*args, n=len(shape), eps=eps)
 
 

@@ -30,6 +30,51 @@ def _erf(x):
 # ---- new Functions ------------------------------------------------------------------------
 
 
+class Softplus(Function):
+    """z = log(1 + e^(βx))/β, or x where βx > threshold (as PyTorch);
+    dL/dx = g·σ(βx), or g where βx > threshold.
+
+    NOTE: computed as max(βx, 0) + log1p(e^(-|βx|)), which neither overflows nor loses the
+    tail; one op, so the gradient at 0 is σ(0) = 1/2 (a composition of relu and |x| gave 0).
+    """
+
+    def forward(self, x, beta=1.0, threshold=20.0):
+        xp = get_array_module(x)
+        self.bz, self.threshold = x * beta, threshold
+        smooth = (xp.maximum(self.bz, 0) + xp.log1p(xp.exp(-xp.abs(self.bz)))) / beta
+        return xp.where(self.bz > threshold, x, smooth).astype(x.dtype, copy=False)
+
+    def backward(self, g):
+        slope = ew.stable_sigmoid(self.bz)
+        return g * get_array_module(g).where(self.bz > self.threshold, 1, slope)
+
+
+class VectorNorm(Function):
+    """n = (Σ|x|^p)^(1/p) over `axes`;  dL/dx = g·sign(x)·|x|^(p-1) / n^(p-1),
+    and 0 where n = 0 (PyTorch's subgradient at the zero vector, not 0/0 = NaN)."""
+
+    def forward(self, x, p=2.0, axes=None, keepdims=False):
+        xp = get_array_module(x)
+        self.x, self.p, self.axes, self.keepdims = x, p, axes, keepdims
+        ax = xp.abs(x)
+        self.n = (ax * ax).sum(axis=axes, keepdims=True) ** 0.5 if p == 2 else (
+            (ax**p).sum(axis=axes, keepdims=True) ** (1.0 / p)
+        )
+        return self.n if keepdims else self.n.reshape(
+            tuple(d for i, d in enumerate(x.shape) if i not in axes)
+        )
+
+    def backward(self, g):
+        xp = get_array_module(g)
+        g = g if self.keepdims else g.reshape(self.n.shape)
+        safe = xp.where(self.n > 0, self.n, 1)
+        if self.p == 2:
+            scale = self.x / safe
+        else:
+            scale = xp.sign(self.x) * (xp.abs(self.x) / safe) ** (self.p - 1)
+        return xp.where(self.n > 0, g * scale, 0)
+
+
 class Log1p(Function):
     """z = log(1 + x);  dL/dx = g / (1 + x)."""
 
@@ -305,13 +350,20 @@ def prod(x, dim=None, keepdim=False):
 
 def norm(x, p="fro", dim=None, keepdim=False):
     """‖x‖_p over `dim` (all elements by default); p = 2 / 'fro', 1, inf or any number."""
-    if p in ("fro", 2, 2.0):
-        return rd.sum(x * x, dim, keepdim).sqrt()
+    if p == "fro":
+        p = 2
     if p == float("inf"):
         return rd.amax(ew.abs(x), dim, keepdim)
     if p == 1:
         return rd.sum(ew.abs(x), dim, keepdim)
-    return rd.sum(ew.abs(x) ** p, dim, keepdim) ** (1.0 / p)
+    if isinstance(p, str) or not p > 0:
+        raise ValueError(f"norm: p must be 'fro', inf or a positive number, got {p!r}")
+    axes = normalize_dims(dim, x.ndim, "norm")
+    return VectorNorm.apply(floating(x), p=float(p), axes=axes, keepdims=keepdim)
+
+
+def softplus(x, beta=1.0, threshold=20.0):
+    return Softplus.apply(floating(x), beta=beta, threshold=threshold)
 
 
 def vector_norm(x, ord=2, dim=None, keepdim=False):  # noqa: A002 - PyTorch's argument name
