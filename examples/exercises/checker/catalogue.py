@@ -57,6 +57,7 @@ class Part:
     reference: Callable  # (tensors: list[Tensor], params: dict) -> Tensor, with engine ops
     cases: Callable  # (rng) -> list[Case]
     extra_hint: Callable | None = None  # (input name, yours, expected, case) -> str | None
+    error_hint: Callable | None = None  # (exception, case) -> (cause, hint) | None
 
 
 @dataclass(frozen=True)
@@ -117,6 +118,18 @@ def _embedding_hint(name, yours, expected, case):
             f"only the rows of ids that appear more than once are wrong ({sorted(wrong_rows)}): "
             "with `gw[ids] += g` NumPy writes each repeated index once; every occurrence must "
             "add its gradient (look up np.add.at)"
+        )
+    return None
+
+
+def _embedding_error_hint(error, case):
+    """ids of 2 or more dims: np.add.at pairs each id with a row of g only when both are flat."""
+    if case.params["ids"].ndim > 1 and isinstance(error, (ValueError, IndexError)):
+        return (
+            "ids-not-flattened",
+            f"here ids is {case.params['ids'].shape} and g {case.params['ids'].shape + (-1,)}: "
+            "flatten both the same way (ids to (P,), g to (P, D)) so that each id meets its own "
+            "row of g",
         )
     return None
 
@@ -342,6 +355,7 @@ EXERCISES: tuple[Exercise, ...] = (
                 lambda t, p: tt.embedding(tt.tensor(p["ids"]), t[0]),
                 _embedding_cases,
                 _embedding_hint,
+                _embedding_error_hint,
             ),
         ),
     ),

@@ -187,6 +187,9 @@ def run_case(cls, part: Part, case: Case, rng, path: Path | None, check_values=T
         return outcome
     except Exception as e:
         outcome.error = _backward_error(e, case, out.shape, path)
+        specific = part.error_hint(e, case) if part.error_hint else None
+        if specific and outcome.error.kind == "backward":
+            outcome.error.cause, outcome.error.hint = specific
         return outcome
     if not np.array_equal(g, r):  # read-only can be switched off; the values tell
         outcome.error = CaseError("inplace", IN_PLACE)

@@ -572,6 +572,11 @@ SOFTMAX_DS = {  # key: (what the mistake computes for dS from P and dP along `di
         "the row sum runs over the whole array (no axis): each row of the softmax has its own "
         "sum, over self.dim with keepdims=True",
     ),
+    "diagonal-plus-row-sum": (
+        lambda p, g, dim: p * (1 - p) * g - p * (g * p).sum(axis=dim, keepdims=True),
+        "the diagonal pⱼ(1 - pⱼ) and the full row sum together count the i = j entry's -pⱼ² "
+        "twice: the sum over i already includes i = j",
+    ),
     "extra-one-minus-p": (
         lambda p, g, dim: p * (g - (g * p).sum(axis=dim, keepdims=True)) * (1 - p),
         "an extra factor (1 - p): the diagonal's pⱼ(1 - pⱼ) is already accounted for once "
@@ -719,6 +724,18 @@ def _norm(fn, axis, center):
     return grads
 
 
+def _weight_outside(axis, center):
+    """∂L/∂x derived with g where ĝ = g·w belongs, then multiplied by w at the end."""
+
+    def grads(a, p, g, right):
+        xhat, r, _ = _normalize(a["x"], axis, center)
+        centered_g = g - g.mean(axis=axis, keepdims=True) if center else g
+        gx = r * (centered_g - xhat * (g * xhat).mean(axis=axis, keepdims=True))
+        return {"x": gx * a["weight"]}
+
+    return grads
+
+
 def _norm_params(fn, axis):
     """Wrong ∂L/∂w and ∂L/∂b: fn(g, xhat, x) -> {name: array}."""
 
@@ -850,6 +867,15 @@ def _norm_mistakes(exercise, axis, center, stat_axis_words):
             ),
         ),
     ]
+    if axis == -1:  # NOTE: BatchNorm's w is constant along its means' dim 0: no mistake there
+        mistakes.append(
+            Mistake(
+                f"{exercise[3:]}-weight-outside",
+                f"w multiplied at the end: ĝ = g·w is what reaches x̂, so w goes in before the "
+                f"means over the {stat_axis_words.split()[0]} are taken ({md})",
+                _weight_outside(axis, center),
+            )
+        )
     other = 0 if axis == -1 else -1
     # NOTE: over dim 0 a mean without keepdims still lines up right, (C,) against (N, C)
     mistakes += (
@@ -1054,6 +1080,14 @@ def _dp_without_transpose(q, k, v, p, g, tau, dp, ds):
     return {"q": (ds @ k) * tau, "k": (_t(ds) @ q) * tau}
 
 
+def _dp_from_g_transposed(q, k, v, p, g, tau, dp, ds):
+    wrong = _try(lambda: _t(g) @ v)  # fits only where dv = T
+    if wrong is None or wrong.shape != p.shape:
+        return {}
+    ds = _softmax_ds(p, wrong)
+    return {"q": (ds @ k) * tau, "k": (_t(ds) @ q) * tau}
+
+
 def _unmasked_p(q, k, v, p, g, tau, dp, ds):
     p = _softmax((q @ _t(k)) * tau, -1)  # P recomputed without the causal mask
     ds = _softmax_ds(p, g @ _t(v))
@@ -1096,6 +1130,12 @@ ATTENTION = (
         "dP = g·V is missing a transpose: O = P·V is exercise 5 with y = V, and ∂L/∂x takes "
         "y transposed (step 1 of 13_attention.md)",
         _attention(_dp_without_transpose),
+    ),
+    Mistake(
+        "attention-dp-g-transposed",
+        "dP = gᵀ·V: O = P·V is exercise 5 with x = P, and ∂L/∂x = g times V transposed "
+        "(step 1 of 13_attention.md); g keeps its place",
+        _attention(_dp_from_g_transposed),
     ),
     Mistake(
         "attention-dv-missing-transpose",
