@@ -201,7 +201,7 @@ def _mlp_step(lib):
         loss.backward()
         with lib.no_grad():
             for p in params:
-                p._array -= lr * p.grad._array
+                p.data -= lr * p.grad.data
                 p.grad = None
 
     return forward, step

@@ -138,8 +138,9 @@ class Tensor:
     def data(self, value):
         if not isinstance(value, Tensor):
             raise TypeError(f"data: expected a Tensor, got {type(value).__name__}")
-        self._array = value._array
-        self._version_counter = None  # another storage
+        if value._array is not self._array:  # `p.data -= x` writes back the same storage
+            self._array = value._array
+            self._version_counter = None  # another storage: a counter of its own
 
     @property
     def grad(self):
