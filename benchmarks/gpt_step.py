@@ -1,0 +1,200 @@
+"""The GPT training step, tinytensor against eager PyTorch, each library in its own process.
+
+    python benchmarks/gpt_step.py                    # configs A and B at 1 and 2 threads
+    python benchmarks/gpt_step.py --rounds 5 --scaling   # also tokens/s against threads
+    python benchmarks/gpt_step.py --quick            # a smoke run
+
+One step = forward, cross-entropy, backward and AdamW on every parameter, float32, dropout 0.
+tinytensor = `models.GPT` + `tt.optim.AdamW`; PyTorch = the same GPT-2 architecture written in
+eager PyTorch (benchmarks/train_gpt_torch.py's TorchGPT) + `torch.optim.AdamW`.
+  A: vocab 96, width 128, 4 layers, 4 heads, context 64, batch 16
+  B: vocab 256, width 256, 6 layers, 8 heads, context 128, batch 8
+
+Fairness:
+- Each measurement is a fresh process (NumPy's and PyTorch's thread pools slow each other down
+  when they share one), and the libraries alternate within each round, so a slow spell on a
+  shared machine hits both; the table reports the median over rounds and the spread of the
+  ratio, which is the noise.
+- n threads means: `torch.set_num_threads(n)` for PyTorch; `tt.set_num_threads(n)` for
+  tinytensor (its fused kernels and OpenBLAS), and OMP/OPENBLAS_NUM_THREADS=n for both.
+- "tinytensor (NumPy ops)" runs the same model with `tt.cpu_kernels("numpy")`: the readable
+  reference ops, i.e. what the fused kernels replace.
+- Each process times `--steps` steps after `--warmup` (the fused kernels load from numba's
+  on-disk cache; a first run on a machine compiles them, which the warm-up absorbs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+CONFIGS = {
+    "A": dict(vocab=96, d=128, n_layer=4, n_head=4, block=64, batch=16),
+    "B": dict(vocab=256, d=256, n_layer=6, n_head=8, block=128, batch=8),
+}
+LIBS = ("torch", "tinytensor", "tinytensor-numpy")
+LABELS = {"torch": "PyTorch", "tinytensor": "tinytensor", "tinytensor-numpy": "tt (NumPy ops)"}
+
+
+def worker(lib, config, threads, steps, warmup):
+    """Runs in the child: builds the model, times the steps, prints one JSON line."""
+    import numpy as np
+
+    c = CONFIGS[config]
+    rng = np.random.default_rng(0)
+    idx = rng.integers(0, c["vocab"], (c["batch"], c["block"]))
+    tgt = rng.integers(0, c["vocab"], (c["batch"], c["block"]))
+    if lib == "torch":
+        import torch
+
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        from train_gpt_torch import TorchGPT
+
+        torch.set_num_threads(threads)
+        torch.manual_seed(0)
+        model = TorchGPT(c["vocab"], c["block"], c["n_layer"], c["n_head"], c["d"])
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        x, y = torch.from_numpy(idx), torch.from_numpy(tgt)
+
+        def step():
+            opt.zero_grad()
+            model(x, y).backward()
+            opt.step()
+
+    else:
+        from tinytensor.models import GPT
+        from tinytensor.models.gpt import GPTConfig
+
+        import tinytensor as tt
+
+        tt.set_num_threads(threads)
+        tt.manual_seed(0)
+        config_tt = GPTConfig(
+            vocab_size=c["vocab"], block_size=c["block"], n_layer=c["n_layer"],
+            n_head=c["n_head"], n_embd=c["d"], dropout=0.0,
+        )  # fmt: skip
+        model = GPT(config_tt)
+        opt = tt.optim.AdamW(model.parameters(), lr=1e-3)
+        x, y = tt.tensor(idx), tt.tensor(tgt)
+        mode = tt.cpu_kernels("numpy" if lib == "tinytensor-numpy" else "auto")
+        mode.__enter__()
+
+        def step():
+            opt.zero_grad()
+            model(x, y).loss.backward()
+            opt.step()
+
+    for _ in range(warmup):
+        step()
+    times = []
+    for _ in range(steps):
+        start = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - start)
+    print(json.dumps({"ms": 1e3 * statistics.median(times)}))
+
+
+def measure(lib, config, threads, steps, warmup):
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads))
+    cmd = [sys.executable, os.path.abspath(__file__), "--worker", lib, config, str(threads)]
+    cmd += ["--steps", str(steps), "--warmup", str(warmup)]
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    if out.returncode != 0:
+        raise RuntimeError(f"{lib} {config} {threads} threads failed:\n{out.stderr[-2000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])["ms"]
+
+
+def run_rounds(configs, thread_counts, libs, rounds, steps, warmup):
+    """{(config, threads, lib): [ms per round]}, libraries alternating inside each round."""
+    results = {}
+    for r in range(rounds):
+        for config in configs:
+            for threads in thread_counts:
+                order = libs if r % 2 == 0 else tuple(reversed(libs))
+                for lib in order:
+                    ms = measure(lib, config, threads, steps, warmup)
+                    results.setdefault((config, threads, lib), []).append(ms)
+        print(f"  round {r + 1}/{rounds} done", file=sys.stderr, flush=True)
+    return results
+
+
+def print_step_table(results, configs, thread_counts, libs):
+    print("\nGPT step, ms/step (median over rounds); ratio = tinytensor / PyTorch "
+          "(median, and min-max over rounds: the noise)")  # fmt: skip
+    names = [LABELS[lib] for lib in libs] + ["tinytensor / PyTorch", "tt (NumPy ops) / PyTorch"]
+    print("| config | threads | " + " | ".join(names) + " |")
+    print("|---|---|" + "---|" * len(names))
+    for config in configs:
+        for threads in thread_counts:
+            ms = {lib: results[(config, threads, lib)] for lib in libs}
+            cells = [f"{statistics.median(ms[lib]):.1f}" for lib in libs]
+            ratios = []
+            for lib in ("tinytensor", "tinytensor-numpy"):
+                per_round = [a / b for a, b in zip(ms[lib], ms["torch"])]
+                ratios.append(
+                    f"{statistics.median(per_round):.2f} "
+                    f"({min(per_round):.2f}-{max(per_round):.2f})"
+                )
+            print(f"| {config} | {threads} | " + " | ".join(cells + ratios) + " |")
+
+
+def print_scaling_table(results, config, thread_counts, libs):
+    tokens = CONFIGS[config]["batch"] * CONFIGS[config]["block"]
+    print(f"\ntokens/s against threads, config {config} (median over rounds)")
+    print("| threads | " + " | ".join(LABELS[lib] for lib in libs) + " |")
+    print("|---|" + "---|" * len(libs))
+    for threads in thread_counts:
+        cells = [
+            f"{tokens / (statistics.median(results[(config, threads, lib)]) / 1e3):,.0f}"
+            for lib in libs
+        ]
+        print(f"| {threads} | " + " | ".join(cells) + " |")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--worker", nargs=3, metavar=("LIB", "CONFIG", "THREADS"))
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--threads", default="1,2", help="comma-separated thread counts")
+    parser.add_argument("--configs", default="A,B")
+    parser.add_argument("--scaling", action="store_true", help="tokens/s for 1..cores threads")
+    parser.add_argument("--quick", action="store_true", help="1 round of 5 steps")
+    args = parser.parse_args()
+    if args.worker:
+        lib, config, threads = args.worker
+        worker(lib, config, int(threads), args.steps, args.warmup)
+        return
+    if args.quick:
+        args.rounds, args.steps, args.warmup = 1, 5, 2
+    configs = args.configs.split(",")
+    thread_counts = [int(t) for t in args.threads.split(",")]
+    import platform
+
+    import numpy
+    import torch
+
+    print(f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, load average "
+          f"{os.getloadavg()[0]:.1f}; numpy {numpy.__version__}, torch {torch.__version__}; "
+          f"{args.rounds} rounds x {args.steps} steps (median step)")  # fmt: skip
+    results = run_rounds(configs, thread_counts, LIBS, args.rounds, args.steps, args.warmup)
+    print_step_table(results, configs, thread_counts, LIBS)
+    if args.scaling:
+        cores = os.cpu_count() or 1
+        counts = list(range(1, cores + 1))
+        extra = [t for t in counts if t not in thread_counts]
+        if extra:
+            more = run_rounds(configs[:1], extra, LIBS, args.rounds, args.steps, args.warmup)
+            results.update(more)
+        print_scaling_table(results, configs[0], counts, LIBS)
+    print(f"\nload average at the end {os.getloadavg()[0]:.1f}")
+
+
+if __name__ == "__main__":
+    main()
