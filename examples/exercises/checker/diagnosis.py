@@ -8,9 +8,11 @@ It never prints the expected gradient as a whole: the point is that the learner 
 The hints, in the order they are tried:
     None returned, not an array            -> what backward must return
     wrong shape                            -> transposed? a broadcast not reduced? g not expanded?
+                                              a dim summed away? the sum over the wrong dims?
     wrong dtype                            -> where a float64 array sneaks in
     NaN / inf                              -> the usual causes (0/0, 0·inf, log 0, overflow)
-    wrong values: all zeros, sign flipped, a constant factor (named when it is 1/N, 1/√d, ...),
+    wrong values: all zeros, sign flipped, a constant factor (named when it is 1/N, 1/√d,
+                  N/(N-1), ...),
                   transposed, an error that is constant along one dim (a missing mean/sum term)
 """
 

@@ -7,6 +7,11 @@ gradient r, and each returned gradient compared with (a) the engine op's gradien
 backward directly, rather than through `Tensor.backward`, lets the checker see exactly what was
 returned: the engine would silently cast a wrong dtype and reduce a broadcast for ops that set
 `broadcasts = True`. One extra float32 run checks that the gradients keep the input's dtype.
+
+g is handed over read-only, and compared with r afterwards: an edit in place (`g[x <= 0] = 0`)
+would, in the engine, corrupt the gradient of another op that holds the same array. A failing
+gradient is also compared with the known wrong derivations of mistakes.py; the mistakes that
+explain most of the failing cases are reported as the likely cause.
 """
 
 from __future__ import annotations
