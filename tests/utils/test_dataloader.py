@@ -363,6 +363,20 @@ class Dies(Dataset):
         os._exit(3)
 
 
+class Unpicklable(Dataset):
+    def __len__(self):
+        return 2
+
+    def __getitem__(self, i):
+        return {"x": tt.tensor(float(i)), "transform": lambda v: v}
+
+
+def test_a_batch_that_cannot_be_pickled_raises_instead_of_hanging():
+    with pytest.raises(Exception, match=r"(?s)worker process 0 \(sending its batch\).*lambda"):
+        loader = DataLoader(Unpicklable(), batch_size=2, num_workers=1, collate_fn=list, timeout=20)
+        next(iter(loader))
+
+
 def test_worker_errors_reach_the_main_process():
     it = iter(DataLoader(Faulty(), batch_size=2, num_workers=2))
     assert next(it).tolist() == [0.0, 1.0]

@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import itertools
 import multiprocessing
+import pickle
 import queue
 import time
 
@@ -349,7 +350,9 @@ class _MultiProcessIter(_BaseIter):
         while True:
             wait = _STATUS_CHECK_INTERVAL if not timeout else min(timeout, _STATUS_CHECK_INTERVAL)
             try:
-                return self._result_queue.get(timeout=wait)
+                index, data = self._result_queue.get(timeout=wait)
+                # batches come pickled by the worker (worker.py); control messages as they are
+                return index, pickle.loads(data) if isinstance(data, bytes) else data
             except queue.Empty:
                 dead = [w.pid for w in self._workers if not w.is_alive()]
                 if dead:

@@ -20,6 +20,7 @@ import random
 import sys
 import traceback
 from dataclasses import dataclass
+from multiprocessing.reduction import ForkingPickler
 
 import numpy as np
 
@@ -96,6 +97,16 @@ def seed_worker(seed: int) -> None:
     _random.manual_seed(seed)
 
 
+def _pickled(data, where) -> bytes:
+    """The batch as bytes, pickled here rather than in the queue's background thread: a batch
+    that cannot be pickled then reaches the main process as an error instead of never arriving
+    (which would leave the loader waiting forever)."""
+    try:
+        return bytes(ForkingPickler.dumps(data))
+    except Exception:
+        return bytes(ForkingPickler.dumps(ExceptionWrapper(f"{where} (sending its batch)")))
+
+
 def worker_loop(
     fetcher_factory, dataset, index_queue, result_queue, done_event, base_seed, worker_init_fn,
     worker_id, num_workers,
@@ -142,7 +153,7 @@ def worker_loop(
                 data, exhausted = IterableExhausted(worker_id), True
             except Exception:
                 data = ExceptionWrapper(where)
-        result_queue.put((index, data))
+        result_queue.put((index, _pickled(data, where)))
         del data  # free the batch before waiting for the next task
     if done_event.is_set():
         # NOTE: results nobody will read must not keep this process alive at exit
