@@ -20,13 +20,12 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
-from collections import deque
 from pathlib import Path
 
 import numpy as np
 
 from .tensor import Tensor
-from .viz_fold import Box, Folder, ModuleTree, fold, infer_root
+from .viz_fold import Box, Folder, ModuleTree, fold, infer_root, walk_graph
 from .viz_ops import op_arguments
 
 # fill colours and shapes for each kind of node; the legend shows the same styles
@@ -111,13 +110,17 @@ def draw_graph(
     if not isinstance(max_nodes, int) or max_nodes < 1:
         raise ValueError(f"draw_graph: max_nodes must be a positive int, got {max_nodes!r}")
 
-    nodes, edges = _walk(outputs)
-    _check_not_freed(nodes)
-    model = _Model(params, [obj for key, obj in nodes if key[0] == "op"])
+    walk = walk_graph(outputs)
+    _check_not_freed(walk.nodes.items())
+    model = _Model(params, [obj for key, obj in walk.nodes.items() if key[0] == "op"])
     output_ids = {id(t) for t in outputs}
-    roles = {key: model.role(obj, output_ids) for key, obj in nodes if key[0] == "t"}
+    roles = {
+        key: model.role(obj, output_ids, walk.producer[key] is None)
+        for key, obj in walk.nodes.items()
+        if key[0] == "t"
+    }
     expanded = _expand_names(expand, model.tree)
-    folder = Folder(nodes, edges, model.tree, model.tensor_names, roles, outputs)
+    folder = Folder(walk, model.tree, model.tensor_names, roles, outputs)
     view = fold(folder, max_nodes, expanded)
     drawn = list(view.nodes.items())
     drawn = drawn if view.folded else drawn[:max_nodes]
@@ -203,35 +206,9 @@ def save_graph(digraph, path) -> list[Path]:
 
 
 def _walk(outputs):
-    """Every node reachable from `outputs` (breadth first, so the nearest come first) as
-    (key, object) with key ("t", id) for tensors and ("op", id) for Functions, plus the edges
-    as (source key, destination key) pairs. Iterative: deep graphs do not recurse."""
-    nodes, edges, seen = [], [], set()
-    queue = deque()
-    for t in outputs:
-        key = ("t", id(t))
-        if key not in seen:
-            seen.add(key)
-            queue.append((key, t))
-    while queue:
-        key, obj = queue.popleft()
-        nodes.append((key, obj))
-        if key[0] == "t":
-            ctx = obj._ctx
-            if ctx is None:
-                continue
-            children = [(("op", id(ctx)), ctx)]
-            edges.append((children[0][0], key))
-        else:
-            children = [(("t", id(x)), x) for x in (obj.inputs or ())]
-            # reversed here and again below: each op's input edges end up in argument order
-            edges.extend((child_key, key) for child_key, _ in reversed(children))
-        for child_key, child in children:
-            if child_key not in seen:
-                seen.add(child_key)
-                queue.append((child_key, child))
-    edges.reverse()  # inputs before outputs: DOT then lays out the graph in computing order
-    return nodes, edges
+    """(nodes, edges) of the graph behind `outputs`: see `viz_fold.walk_graph`."""
+    walk = walk_graph(outputs)
+    return list(walk.nodes.items()), walk.edges
 
 
 def _check_not_freed(nodes):
@@ -276,11 +253,11 @@ class _Model:
             for n, t in named.items():
                 self.tensor_names.setdefault(id(t), n)
 
-    def role(self, t, output_ids) -> str:
+    def role(self, t, output_ids, is_leaf) -> str:
         """parameter, leaf (requires grad), input, constant, intermediate or output."""
         if id(t) in output_ids:
             return "output"
-        if t._ctx is not None:
+        if not is_leaf:
             return "intermediate"
         if t.requires_grad:
             is_parameter = id(t) in self.parameter_ids or _is_parameter_class(t)
@@ -337,7 +314,8 @@ class _Clusters:
         if not self.enabled:
             return ()
         if kind == "intermediate":
-            return self.of_op(("op", id(t._ctx)), t._ctx)
+            producer = self.folder.producer[key]
+            return self.of_op(producer, self.folder.nodes[producer])
         name = self.folder.names.get(id(t))
         if kind != "parameter" or name is None:
             return ()

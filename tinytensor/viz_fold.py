@@ -11,13 +11,13 @@ structure says how to show less without cutting the graph into fragments:
   shapes and parameter count. `fold` picks the deepest level of the module tree at which the
   picture has at most `max_nodes` nodes; `expand` opens chosen modules whatever the level.
 
-Nodes are keyed as in `viz._walk`: ("t", id) for a tensor, ("op", id) for a Function node, and
-("box", module name, call, number of calls) for one call of a collapsed module.
+Nodes are keyed as `walk_graph` keys them: ("t", id) for a tensor, ("op", id) for a Function
+node, and ("box", module name, call, number of calls) for one call of a collapsed module.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import defaultdict, deque
 from dataclasses import dataclass, field
 
 # roles whose tensors live inside a collapsed module's box when only that module uses them
@@ -91,6 +91,66 @@ def infer_root(ops):
 
 
 @dataclass
+class Walk:
+    """Everything reachable from the outputs, as `walk_graph` finds it.
+
+    nodes: key -> Tensor or Function, breadth first from the outputs (the nearest first);
+    edges: (source key, destination key), inputs before outputs, each op's in argument order;
+    producer: tensor key -> the op key that made that value (None for a leaf);
+    inputs_of: op key -> its input tensor keys, in argument order."""
+
+    nodes: dict
+    edges: list
+    producer: dict
+    inputs_of: dict
+
+
+def walk_graph(outputs) -> Walk:
+    """The graph behind `outputs`, walked iteratively (deep graphs do not recurse).
+
+    An edge follows `node.parents`, the node that made each input *when the node was
+    recorded*: after `y.mul_(3)`, y's `_ctx` is the in-place node, but the ops that read y
+    before still read the old value, made by the old node. A tensor node therefore stands for
+    one value: ("t", id(tensor)) normally, ("t", id(tensor), id(node)) for an older value of
+    a tensor modified in place since; ops are ("op", id(node))."""
+    nodes, edges, producer, inputs_of = {}, [], {}, {}
+    value_of = {}  # id(node) -> the key of the value it made (an alias shares it)
+    queue = deque()
+
+    def tensor_key(t, made_by):
+        if made_by is not None and id(made_by) in value_of:
+            return value_of[id(made_by)]
+        key = ("t", id(t)) if t._ctx is made_by else ("t", id(t), id(made_by))
+        if key not in nodes:
+            nodes[key] = t
+            producer[key] = None if made_by is None else ("op", id(made_by))
+            queue.append((key, made_by))
+            if made_by is not None:
+                value_of[id(made_by)] = key
+        return key
+
+    for t in outputs:
+        tensor_key(t, t._ctx)
+    while queue:
+        key, node = queue.popleft()
+        if key[0] == "t":
+            if node is None:
+                continue
+            op_key = ("op", id(node))
+            edges.append((op_key, key))
+            if op_key not in nodes:
+                nodes[op_key] = node
+                queue.append((op_key, node))
+            continue
+        inputs = node.inputs or ()
+        parents = node.parents if len(node.parents) == len(inputs) else [x._ctx for x in inputs]
+        inputs_of[key] = [tensor_key(x, parent) for x, parent in zip(inputs, parents)]
+        edges.extend((x_key, key) for x_key in reversed(inputs_of[key]))
+    edges.reverse()  # inputs before outputs: DOT then lays out the graph in computing order
+    return Walk(nodes, edges, producer, inputs_of)
+
+
+@dataclass
 class Run:
     """Consecutive identical sibling modules, drawn once as the first of them."""
 
@@ -138,17 +198,18 @@ class Box:
 class Folder:
     """The walked graph plus the module tree; `view(...)` gives a folded picture of it."""
 
-    def __init__(self, nodes, edges, tree: ModuleTree, tensor_names: dict, roles: dict, outputs):
-        self.nodes = dict(nodes)  # key -> object, breadth first from the outputs
+    def __init__(self, walk: Walk, tree: ModuleTree, tensor_names: dict, roles: dict, outputs):
+        self.nodes = walk.nodes  # key -> object, breadth first from the outputs
         self.order = {key: i for i, key in enumerate(self.nodes)}
-        self.edges = edges
+        self.edges = walk.edges
+        self.producer, self.inputs_of = walk.producer, walk.inputs_of
         self.tree = tree
         self.names = tensor_names  # id(tensor) -> dotted name
         self.roles = roles  # tensor key -> role
         self.output_keys = {("t", id(t)) for t in outputs}
-        self.out_of = {src: dst for src, dst in edges if src[0] == "op"}
+        self.out_of = {src: dst for src, dst in self.edges if src[0] == "op"}
         self.consumers = defaultdict(list)
-        for src, dst in edges:
+        for src, dst in self.edges:
             if src[0] == "t":
                 self.consumers[src].append(dst)
         self.module_of = {}  # op key -> module name, "" at the top level, None outside the tree
@@ -202,8 +263,8 @@ class Folder:
                 seen.add(key)
                 stack.append((key, True))
                 producers = []
-                for x in self.nodes[key].inputs or ():
-                    producer = ("op", id(x._ctx)) if x._ctx is not None else None
+                for x_key in self.inputs_of[key]:
+                    producer = self.producer[x_key]
                     if producer in inside and producer not in seen:
                         producers.append(producer)
                 stack.extend((p, False) for p in reversed(producers))  # first argument first
@@ -219,7 +280,7 @@ class Folder:
         params = ()
         if hasattr(obj, "named_parameters"):
             params = tuple((n, tuple(p.shape)) for n, p in obj.named_parameters())
-        steps = tuple((type(self.nodes[k]).__name__, len(self.nodes[k].inputs or ())) for k in ops)
+        steps = tuple((type(self.nodes[k]).__name__, len(self.inputs_of[k])) for k in ops)
         shapes = tuple(tuple(self.nodes[self.out_key(k)].shape) for k in ops)
         return type(obj).__name__, steps, shapes, params
 
@@ -274,12 +335,11 @@ class Folder:
                     if j == 0:
                         continue
                     alias[op_key], alias[out] = base[k], self.out_key(base[k])
-                    pairs = zip(self.nodes[op_key].inputs, self.nodes[base[k]].inputs)
-                    for x, x0 in pairs:  # a member's own leaves (its weights) become the first's
-                        xk = ("t", id(x))
-                        if x._ctx is None and x is not x0 and xk not in alias:
+                    pairs = zip(self.inputs_of[op_key], self.inputs_of[base[k]])
+                    for xk, x0k in pairs:  # a member's own leaves (its weights) become the first's
+                        if self.producer[xk] is None and xk != x0k and xk not in alias:
                             if all(c in inside for c in self.consumers[xk]):
-                                alias[xk] = ("t", id(x0))
+                                alias[xk] = x0k
                                 membership[xk].append((r, j))
                 if j:
                     hidden.append(member)
@@ -348,12 +408,12 @@ class Folder:
                     continue
                 rep[key] = ("box", box[1], *self.call_of(box[1], key))
                 first_op.setdefault(rep[key], key)
-        for key, obj in nodes.items():
+        for key in nodes:
             if key[0] != "t":
                 continue
             rep[key] = key
-            if obj._ctx is not None:
-                producer = rep.get(("op", id(obj._ctx)), key)
+            if self.producer[key] is not None:
+                producer = rep.get(self.producer[key], key)
                 if producer[0] == "box" and key not in self.output_keys:
                     rep[key] = producer
             elif self.roles.get(key) in HIDEABLE_ROLES:
@@ -411,8 +471,8 @@ class Folder:
             return k
 
         for key in ops:
-            for x in nodes[key].inputs or ():
-                producer = ("op", id(x._ctx))
+            for x_key in self.inputs_of[key]:
+                producer = self.producer[x_key]
                 if producer in parent:
                     parent[root(producer)] = root(key)
         groups = defaultdict(list)

@@ -337,3 +337,30 @@ def test_the_graph_displays_itself_inline_in_jupyter():
     graph = draw_graph((x * 2.0).sum())
     svg = graph._repr_mimebundle_()["image/svg+xml"]  # what Jupyter calls to show a cell's value
     assert "<svg" in svg and "Mul" in svg
+
+
+def test_an_in_place_op_is_drawn_where_it_ran():
+    """y.mul_(3) after z read y: Exp reads the old y (made by x + 1), the last Add the new one."""
+    x = tt.randn(3, requires_grad=True)
+    y = x + 1.0
+    z = y.exp()
+    y.mul_(3.0)
+    loss = (z + y).sum()
+    nodes, edges, _ = graph_of(loss, params={"x": x})
+    made_by = {dst: src for src, dst in edges if nodes[src]["shape"] == "ellipse"}
+
+    def ops(name):
+        return [k for k, n in nodes.items() if n["label"] == name]
+
+    def inputs(op_key):
+        return [src for src, dst in edges if dst == op_key]
+
+    (x_key,) = [k for k, n in nodes.items() if n["label"].startswith("x\\n")]
+    (exp,), (mul,) = ops("Exp"), ops("Mul")
+    (first_add,) = [a for a in ops("Add") if x_key in inputs(a)]
+    (last_add,) = [a for a in ops("Add") if a != first_add]
+    old_y = [t for t, op in made_by.items() if op == first_add]
+    assert len(old_y) == 1
+    assert old_y[0] in inputs(exp) and old_y[0] in inputs(mul)  # both read y before mul_
+    assert sorted(nodes[made_by[t]]["label"] for t in inputs(last_add)) == ["Exp", "Mul"]
+    assert_well_formed(nodes, edges)
