@@ -38,6 +38,7 @@ def test_a_bad_mode_names_the_function_and_the_value():
 
 def test_forcing_numba_without_numba_raises(monkeypatch):
     monkeypatch.setattr(dispatch, "fused_available", lambda: False)
+    monkeypatch.setattr(dispatch, "_modules", {})
     with pytest.raises(RuntimeError, match="numba is not installed"):
         with tt.cpu_kernels("numba"):
             pass

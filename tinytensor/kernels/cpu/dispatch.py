@@ -25,6 +25,8 @@ import types
 
 import numpy as np
 
+from . import threads
+
 MODES = ("auto", "numba", "numpy")
 PARALLEL_MIN_ELEMENTS = 1 << 14  # below 16k elements one thread beats waking the pool
 FASTMATH = {"reassoc", "nsz"}  # see twin_jit
@@ -77,7 +79,7 @@ def arrays_qualify(*arrays) -> bool:
     for a in arrays:
         if a is None:
             continue
-        if type(a) is not np.ndarray or not a.flags.c_contiguous:
+        if type(a) is not np.ndarray or not a.flags["C_CONTIGUOUS"]:
             return False
         if dtype is None:
             if a.dtype not in _FLOATS:
@@ -88,21 +90,27 @@ def arrays_qualify(*arrays) -> bool:
     return dtype is not None
 
 
+_modules: dict = {}  # family -> kernel module, once imported (and numba set up)
+
+
 def kernels_for(family, *arrays):
     """The kernel module `family` (e.g. "norms") if this call should take the fused path, else
     None. `arrays` are the float arrays the kernel would read or write."""
     mode = _mode[-1]
     if mode == "numpy" or not arrays_qualify(*arrays):
         return None
-    if not fused_available():
-        if mode == "numba":
-            raise RuntimeError("cpu_kernels('numba'): numba is not installed (pip install numba)")
-        return None
-    from . import threads
-
-    threads.configure_once()
+    module = _modules.get(family)
+    if module is None:
+        if not fused_available():
+            if mode == "numba":
+                raise RuntimeError(
+                    "cpu_kernels('numba'): numba is not installed (pip install numba)"
+                )
+            return None
+        threads.configure_once()
+        module = _modules[family] = importlib.import_module(f"{__package__}.{family}")
     threads.follow_load()
-    return importlib.import_module(f"{__package__}.{family}")
+    return module
 
 
 def parallel_for(size: int) -> bool:
