@@ -459,6 +459,12 @@ BATCHED_MATMUL = (
 # ---- 7 embedding -----------------------------------------------------------------------------
 
 
+def _scattered_rows(a, p, rows):
+    gw = np.zeros_like(a["weight"])
+    np.add.at(gw, p["ids"].reshape(-1), rows)
+    return {"weight": gw}
+
+
 def _written_once(a, p, g, right):
     gw = np.zeros_like(a["weight"])
     gw[p["ids"]] += g  # the trap itself: a repeated id is written once
@@ -495,6 +501,13 @@ EMBEDDING = (
         lambda a, p, g, right: _scattered_into(
             lambda w: np.zeros((int(p["ids"].max()) + 1, w.shape[1]))
         )(a, p, g, right),
+    ),
+    Mistake(
+        "embedding-rows-scrambled",
+        "g was reshaped into rows the wrong way: g.reshape(-1, D) keeps each position's D "
+        "values together; reshape(D, -1) followed by a transpose mixes positions (step 2 and "
+        "'The NumPy trap' of 07_embedding.md)",
+        lambda a, p, g, right: _scattered_rows(a, p, g.reshape(a["weight"].shape[1], -1).T),
     ),
     Mistake(
         "embedding-started-from-weights",
@@ -576,6 +589,10 @@ SOFTMAX_DS = {  # key: (what the mistake computes for dS from P and dP along `di
         lambda p, g, dim: p * (1 - p) * g - p * (g * p).sum(axis=dim, keepdims=True),
         "the diagonal pⱼ(1 - pⱼ) and the full row sum together count the i = j entry's -pⱼ² "
         "twice: the sum over i already includes i = j",
+    ),
+    "extra-p": (
+        lambda p, g, dim: p * p * (g - (g * p).sum(axis=dim, keepdims=True)),
+        "an extra factor p: the outer pⱼ comes once, from ∂pᵢ/∂xⱼ = pᵢ(δᵢⱼ - pⱼ)",
     ),
     "extra-one-minus-p": (
         lambda p, g, dim: p * (g - (g * p).sum(axis=dim, keepdims=True)) * (1 - p),
@@ -773,6 +790,30 @@ def _norm_mistakes(exercise, axis, center, stat_axis_words):
             _norm(
                 lambda gh, xhat, r, mean, g, xc: (
                     r * (g - (mean(g) if center else 0) - xhat * mean(g * xhat))
+                ),
+                axis,
+                center,
+            ),
+        ),
+        Mistake(
+            f"{exercise[3:]}-weight-missing-in-correction",
+            f"the term through the statistic uses g where ĝ = g·w belongs: every path starts "
+            f"from the gradient that reaches x̂ ({md})",
+            _norm(
+                lambda gh, xhat, r, mean, g, xc: (
+                    r * (gh - (mean(gh) if center else 0) - xhat * mean(g * xhat))
+                ),
+                axis,
+                center,
+            ),
+        ),
+        Mistake(
+            f"{exercise[3:]}-correction-extra-r",
+            f"the term through the statistic carries one r too many: with x̂ written in, r³ "
+            f"becomes r (step 3 of {md})",
+            _norm(
+                lambda gh, xhat, r, mean, g, xc: (
+                    r * (gh - (mean(gh) if center else 0)) - r * r * xhat * mean(gh * xhat)
                 ),
                 axis,
                 center,
@@ -1360,6 +1401,17 @@ BY_FUNCTION: dict[str, tuple[Mistake, ...]] = {
 }
 
 
+def _rescaled(a, b) -> bool:
+    """True when a is b times a constant (or zero): such a mistake cannot be told apart from
+    another factor on top of it, so it is not combined with one."""
+    if a.shape != b.shape:
+        return False
+    energy = float((b * b).sum())
+    if energy == 0 or not (a * a).sum() > 0:
+        return True
+    return _close(a, float((a * b).sum()) / energy * b)
+
+
 def _close(a, b) -> bool:
     return a.shape == b.shape and bool(np.allclose(a, b, rtol=RTOL, atol=ATOL))
 
@@ -1384,8 +1436,8 @@ def recognise(function, name, yours, case, g, right) -> list[tuple[str, str]]:
         if _close(yours, wrong):
             if mistake.key not in (k for k, _ in found):
                 found.append((mistake.key, mistake.says))
-        elif wrong.shape == yours.shape and (energy := float((wrong * wrong).sum())) > 0:
-            c = float((yours * wrong).sum()) / energy
+        elif wrong.shape == yours.shape and not _rescaled(wrong, right[name]):
+            c = float((yours * wrong).sum()) / float((wrong * wrong).sum())
             named = _named_factor(c, case.constants) if c != 1 else None
             if named and _close(yours, c * wrong):
                 near.append((mistake.key, f"{mistake.says}; and on top of that, {named}"))
