@@ -152,7 +152,9 @@ class Log(Function):
 
     def forward(self, x):
         self.x = x
-        return get_array_module(x).log(x)
+        xp = get_array_module(x)
+        with xp.errstate(divide="ignore", invalid="ignore"):  # log 0 = -inf, log(-1) = nan: no
+            return xp.log(x)  # warning, as PyTorch (masks are built as log(tril(ones)))
 
     def backward(self, g):
         return g / self.x

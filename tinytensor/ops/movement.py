@@ -166,16 +166,21 @@ class Stack(Function):
         return tuple(xp.take(g, i, axis=self.axis) for i in range(g.shape[self.axis]))
 
 
+def xp_zero(a):
+    return get_array_module(a).zeros((), a.dtype)
+
+
 class Triangle(Function):
     """z = lower (tril) or upper (triu) triangle of the last two dims;  dL/dx = same of g."""
 
     def forward(self, x, diagonal=0, upper=False):
         xp = get_array_module(x)
         self.keep = (xp.triu if upper else xp.tril)(xp.ones(x.shape[-2:], dtype=bool), diagonal)
-        return x * self.keep
+        # NOTE: where, not x * mask: -inf · 0 would be NaN (triu of a -inf mask must give 0s)
+        return xp.where(self.keep, x, xp_zero(x))
 
     def backward(self, g):
-        return g * self.keep
+        return get_array_module(g).where(self.keep, g, xp_zero(g))
 
 
 # ---- functional API -----------------------------------------------------------------------
