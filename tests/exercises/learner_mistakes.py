@@ -3,7 +3,7 @@ checker to be measured on (test_mistakes.py).
 
 Each is the body a learner would put in the exercise's `backward`, written the way they write
 it (not derived from the reference solution), with the cause the checker should name: a
-mistake key of checker/mistakes.py ("mistake:softmax-diagonal-only") or a kind of hint that
+mistake key of checker/mistakes ("mistake:softmax-diagonal-only") or a kind of hint that
 names the cause by itself ("sign", "inplace", "linear", ...), or None where no hint names it.
 `python -m tests.exercises.learner_mistakes` prints, per exercise, how many are caught and how
 many get a hint naming their cause.

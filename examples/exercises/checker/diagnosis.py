@@ -37,7 +37,7 @@ class Finding:
     fired (for tests and autograders): none, type, shape, dtype, nonfinite, values, transposed,
     reduce, expand, layout, zeros, sign, factor (named: the factor is a named size), linear,
     offset, hint (an exercise's own hint). `mistakes` holds the known wrong derivations that
-    give exactly this gradient, as (key, hint): see mistakes.py."""
+    give exactly this gradient, as (key, hint): see the mistakes package."""
 
     ok: bool
     problem: str = ""
