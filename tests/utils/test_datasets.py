@@ -192,6 +192,12 @@ def test_subset_and_weighted_samplers():
     loader = data.DataLoader(range(100), batch_size=2, sampler=data.SubsetRandomSampler(indices))
     assert sorted(i for b in loader for i in b.tolist()) == indices
 
+    # indices as a NumPy array (e.g. np.flatnonzero(mask)) into a TensorDataset
+    ds = data.TensorDataset(tt.arange(10) * 10)
+    picked = np.flatnonzero(np.arange(10) % 3 == 0)
+    loader = data.DataLoader(ds, batch_size=3, sampler=data.SubsetRandomSampler(picked))
+    assert sorted(i for (b,) in loader for i in b.tolist()) == [0, 30, 60, 90]
+
     weights = [0.0, 1.0, 3.0]
     draws = list(data.WeightedRandomSampler(weights, 4000, generator=g))
     counts = np.bincount(draws, minlength=3)

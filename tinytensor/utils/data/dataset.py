@@ -94,6 +94,10 @@ class TensorDataset(Dataset):
         self.tensors = tensors
 
     def __getitem__(self, index):
+        if isinstance(index, np.integer):
+            # NOTE: samplers over NumPy index arrays yield NumPy integers; Tensor indexing
+            # takes plain ints (a NumPy scalar looked like an index array on another device)
+            index = int(index)
         return tuple(t[index] for t in self.tensors)
 
     def __len__(self) -> int:
