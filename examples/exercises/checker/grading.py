@@ -10,7 +10,7 @@ returned: the engine would silently cast a wrong dtype and reduce a broadcast fo
 
 g is handed over read-only, and compared with r afterwards: an edit in place (`g[x <= 0] = 0`)
 would, in the engine, corrupt the gradient of another op that holds the same array. A failing
-gradient is also compared with the known wrong derivations of the mistakes package; the mistakes that
+gradient is also compared with the known wrong derivations (the `mistakes` package); those that
 explain most of the failing cases are reported as the likely cause.
 """
 
