@@ -40,6 +40,10 @@ def ring_allreduce_seconds(n: int, grad_bytes: int, bandwidth: float, latency: f
     return 2 * (n - 1) / n * grad_bytes / bandwidth + 2 * (n - 1) * latency * buckets(grad_bytes)
 
 
+def duration(seconds: float) -> str:
+    return f"{seconds * 1e3:,.1f} ms" if seconds < 10 else f"{seconds:,.1f} s"
+
+
 def measure_step(config: GPTConfig, batch: int, steps: int) -> tuple[float, int]:
     """Median seconds of forward + backward + AdamW at (batch, block_size) tokens, parameters."""
     tt.manual_seed(0)
@@ -84,9 +88,14 @@ def main() -> int:
         grad_bytes = 4 * params
         print(f"  {name:<24} {params / 1e6:8.2f}M params, {grad_bytes / 2**20:8.1f} MiB of "
               f"gradients in {buckets(grad_bytes)} bucket(s), {tokens} tokens/rank: "
-              f"{seconds * 1e3:,.0f} ms ({how})")  # fmt: skip
-    print("\npredicted step time (ms) and scaling efficiency, no overlap | best overlap:")
-    print(f"{'model':<24} {'network':<11} " + " ".join(f"{f'{n} ranks':>27}" for n in RANKS))
+              f"{duration(seconds)} ({how})")  # fmt: skip
+    # NOTE: the same models with compute 100x faster per rank (a GPU-class rank; hypothetical,
+    # not measured) show where the network starts to matter.
+    rows += [(f"{name}, compute / 100", params, tokens, seconds / 100, "")
+             for name, params, tokens, seconds, _ in rows]  # fmt: skip
+    print("\npredicted step time and scaling efficiency: no overlap / best overlap (markdown)")
+    print("| model | network | " + " | ".join(f"{n} ranks" for n in RANKS) + " |")
+    print("|---|---|" + "---|" * len(RANKS))
     for name, params, _, seconds, _ in rows:
         for network, (bandwidth, latency) in NETWORKS.items():
             cells = []
@@ -94,9 +103,9 @@ def main() -> int:
                 comm = ring_allreduce_seconds(n, 4 * params, bandwidth, latency)
                 plain = seconds + comm
                 overlapped = seconds + max(0.0, comm - BACKWARD_SHARE * seconds)
-                cells.append(f"{plain * 1e3:>8,.0f} {seconds / plain:>4.0%} | "
-                             f"{overlapped * 1e3:>7,.0f} {seconds / overlapped:>4.0%}")  # fmt: skip
-            print(f"{name:<24} {network:<11} " + " ".join(f"{c:>27}" for c in cells))
+                cells.append(f"{duration(plain)} {seconds / plain:.0%} / "
+                             f"{duration(overlapped)} {seconds / overlapped:.0%}")  # fmt: skip
+            print(f"| {name} | {network} | " + " | ".join(cells) + " |")
     return 0
 
 
