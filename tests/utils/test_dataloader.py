@@ -391,7 +391,7 @@ class Slow(Dataset):
         return 2
 
     def __getitem__(self, i):
-        time.sleep(5)
+        time.sleep(30)
         return i
 
 
@@ -399,7 +399,7 @@ def test_timeout_raises_instead_of_waiting_forever():
     start = time.monotonic()
     with pytest.raises(RuntimeError, match=r"DataLoader: timed out after timeout=0.3 seconds"):
         next(iter(DataLoader(Slow(), num_workers=1, timeout=0.3)))
-    assert time.monotonic() - start < 4
+    assert time.monotonic() - start < 20, "the loader waited for the slow worker"
 
 
 def test_distributed_sampler_feeds_a_dataloader():
