@@ -74,21 +74,43 @@ def record_saved_versions(ctx, arrays, inputs, out, result) -> None:
     Stored as `ctx.saved_versions`: a tuple of (counter, version, which), which = input index
     or -1 for the output. Only recorded nodes pay for this, never no_grad code.
     """
-    owners = {id(_root(a)): i for i, a in enumerate(arrays)}
-    owners[id(_root(out))] = -1
-    found = {}
-    for _, array in _saved_arrays(ctx, out.__class__):
-        which = owners.get(id(_root(array)))
-        if which is not None:
-            found[which] = True
-    if not found:
+    # NOTE: runs for every recorded op: plain loops, and the roots computed only on a hit.
+    kind = out.__class__
+    found = None
+    for value in ctx.__dict__.values():
+        cls = value.__class__
+        if cls is kind:
+            saved = (value,)
+        elif cls is tuple or cls is list:
+            saved = value
+        else:
+            continue
+        for array in saved:
+            if array.__class__ is not kind:
+                continue
+            root = array.base
+            if root is None:
+                root = array
+            for which in _owners(root, arrays, out):
+                if found is None:
+                    found = []
+                if which not in found:
+                    found.append(which)
+    if found is None:
         return
     entries = []
     for which in found:
-        t = result if which == -1 else inputs[which]
-        counter = version_counter(t)
+        counter = version_counter(result if which == -1 else inputs[which])
         entries.append((counter, counter.value, which))
     ctx.saved_versions = tuple(entries)
+
+
+def _owners(root, arrays, out):
+    """The inputs (indices) and the output (-1) whose memory is `root` (y.mul_(y): two)."""
+    owners = [i for i, a in enumerate(arrays) if root is a or root is a.base]
+    if root is out or root is out.base:
+        owners.append(-1)
+    return owners
 
 
 def check_saved_versions(ctx) -> None:
