@@ -233,10 +233,10 @@ def run_case(cls, part: Part, case: Case, rng, path: Path | None, check_values=T
                 constants=case.constants,
             )
         )
-    right = dict(zip(names, ref_grads))
+    right, returned = dict(zip(names, ref_grads)), dict(zip(names, grads))
     for i, finding in enumerate(outcome.findings):
         if not finding.ok and finding.kinds & {"values", "shape"}:
-            finding.mistakes = _recognise(part.function, names[i], grads[i], case, r, right)
+            finding.mistakes = _recognise(part.function, names[i], returned, case, r, right)
     wrong = [i for i, f in enumerate(outcome.findings) if not f.ok and "values" in f.kinds]
     if wrong and part.extra_hint:
         for i in (i for i in wrong if not outcome.findings[i].mistakes):

@@ -55,14 +55,15 @@ def _rescaled(a, b) -> bool:
     return _close(a, float((a * b).sum()) / energy * b)
 
 
-def recognise(function, name, yours, case, g, right) -> list[tuple[str, str]]:
-    """The mistakes whose gradient for input `name` equals `yours`: [(key, hint)], best first.
+def recognise(function, name, returned, case, g, right) -> list[tuple[str, str]]:
+    """The mistakes whose gradient for input `name` equals the one the learner returned for it
+    (`returned`: every input's, by name): [(key, hint)], best first.
 
     A mistake counts only where it makes a difference: if its gradient equals the right one on
     this case, it says nothing here. Two mistakes are tried for every op: the gradients
     returned in the wrong order, and g returned as it came. A gradient that equals a known
     mistake times a named size (N, D, √d) is named too, with the factor."""
-    yours = np.asarray(yours)
+    yours = np.asarray(returned[name])
     found, near = [], []
     for mistake in BY_FUNCTION.get(function, ()):
         try:
@@ -80,23 +81,26 @@ def recognise(function, name, yours, case, g, right) -> list[tuple[str, str]]:
             named = _named_factor(c, case.constants) if c != 1 else None
             if named and _close(yours, c * wrong):
                 near.append((mistake.key, f"{mistake.says}; and on top of that, {named}"))
-    if found:
+    for other, grad in right.items():
+        if other == name or not _close(yours, grad) or _close(right[name], grad):
+            continue
+        theirs = returned.get(other)
+        if theirs is not None and _close(np.asarray(theirs), right[name]):  # both ways round
+            order = ", ".join(right)
+            found.append(
+                (
+                    "swapped",
+                    f"your gradient for {name} is exactly the right gradient for {other}, and "
+                    f"the other way round: the gradients are returned in the wrong order. Return "
+                    f"them in the order forward takes its inputs: {order}",
+                )
+            )
+    if found:  # the exercise's own mistakes, and the order of the outputs
         return found
     with np.errstate(all="ignore"):
         by_term = _term_mistake(function, name, yours, case, g, right)
     if by_term:
         return [by_term]
-    for other, grad in right.items():
-        if other != name and _close(yours, grad) and not _close(right[name], grad):
-            order = ", ".join(right)
-            found.append(
-                (
-                    "swapped",
-                    f"your gradient for {name} is exactly the right gradient for {other}: the "
-                    f"gradients are returned in the wrong order (or {other}'s formula was used "
-                    f"for {name}). Return them in the order forward takes its inputs: {order}",
-                )
-            )
     if g.shape == right[name].shape and _close(yours, g) and not _close(right[name], g):
         found.append(
             (
