@@ -71,12 +71,12 @@ class Function:
             raise _op_error(cls.__name__, inputs, e) from e
         result = None
         if records:
+            result = _wrap(out, True, ctx)
+            record_saved_versions(ctx, arrays, inputs, out, result)  # before the links below
             ctx.inputs = inputs
             ctx.parents = tuple([t._ctx for t in inputs])
             if _module_stack:
                 ctx.module = _module_stack[-1]
-            result = _wrap(out, True, ctx)
-            record_saved_versions(ctx, arrays, inputs, out, result)
         if result is None:
             result = _wrap(out, False, None)
         if cls.may_alias and out.__class__ is kind and shares_memory(out, arrays[0]):

@@ -414,3 +414,10 @@ def test_random_inplace_programs_match_torch(torch):
         else:
             raised += 1
     assert 5 < raised < 145, f"{raised} of 150 programs raised: the mix tests too little"
+
+
+def test_numpy_integer_scalars_index_like_ints(torch):
+    for lib in (torch, tt):
+        x = lib.arange(6.0).reshape(2, 3)
+        assert x[np.int64(1)].tolist() == [3.0, 4.0, 5.0]
+        assert x[np.int64(1), np.int32(2)].item() == 5.0

@@ -14,14 +14,15 @@ import numpy as np
 from ..backend import get_array_module, is_cupy_array
 from ..function import Function
 from ..tensor import Tensor, devices_mismatch_error
+from ._checks import check_int, check_tensor, index_tensor, sizes
 from ._util import normalize_dim
 
 
 def _shape_arg(shape):
-    """`reshape(2, 3)` and `reshape((2, 3))` both mean (2, 3)."""
+    """`reshape(2, 3)` and `reshape((2, 3))` both mean (2, 3) (entries are checked by the op)."""
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
         shape = shape[0]
-    return tuple(builtins.int(s) for s in shape)
+    return tuple(shape)
 
 
 class Reshape(Function):
@@ -187,7 +188,7 @@ class Triangle(Function):
 
 
 def reshape(x, *shape):
-    shape = _shape_arg(shape)
+    shape = sizes(shape, "reshape", allow_minus_one=True)
     unknown = [i for i, s in enumerate(shape) if s == -1]
     known = math.prod(s for s in shape if s != -1)
     size = x._array.size
@@ -216,15 +217,18 @@ def transpose(x, dim0, dim1):
     return Permute.apply(x, dims=tuple(dims))
 
 
-def expand(x, *sizes):
-    sizes = _shape_arg(sizes)
-    if len(sizes) < x.ndim:
-        raise ValueError(f"expand: shape {sizes} has fewer dims than the tensor's {x.shape}")
-    lead = len(sizes) - x.ndim
-    shape = tuple(x.shape[i - lead] if s == -1 and i >= lead else s for i, s in enumerate(sizes))
+def expand(x, *size):
+    size = sizes(size, "expand", allow_minus_one=True)
+    if len(size) < x.ndim:
+        raise ValueError(f"expand: shape {size} has fewer dims than the tensor's {x.shape}")
+    lead = len(size) - x.ndim
+    if -1 in size[:lead]:  # as PyTorch: -1 keeps an existing dim; a new leading dim has none
+        raise ValueError(f"expand: -1 is not allowed for the new leading dims of {size}")
+    sizes_ = size
+    shape = tuple(x.shape[i - lead] if s == -1 and i >= lead else s for i, s in enumerate(sizes_))
     for i, n in enumerate(x.shape):
         if n != 1 and n != shape[i + lead]:
-            raise ValueError(f"expand: cannot expand shape {x.shape} to {sizes}")
+            raise ValueError(f"expand: cannot expand shape {x.shape} to {sizes_}")
     return Expand.apply(x, shape=shape)
 
 
@@ -247,6 +251,11 @@ def flatten(x, start_dim=0, end_dim=-1):
     if x.ndim == 0:
         return Reshape.apply(x, shape=(1,))
     s, e = normalize_dim(start_dim, x.ndim, "flatten"), normalize_dim(end_dim, x.ndim, "flatten")
+    if s > e:
+        raise ValueError(
+            f"flatten: start_dim {start_dim} comes after end_dim {end_dim} "
+            f"(a tensor with {x.ndim} dims)"
+        )
     shape = x.shape[:s] + (math.prod(x.shape[s : e + 1]),) + x.shape[e + 1 :]
     return Reshape.apply(x, shape=shape)
 
@@ -277,7 +286,11 @@ def normalize_index(index, op="getitem"):
 def getitem(x, index):
     index = normalize_index(index)
     for i in index:
-        if hasattr(i, "shape") and type(i) is not type(x._array) and not isinstance(i, np.ndarray):
+        if (
+            hasattr(i, "shape")
+            and type(i) is not type(x._array)
+            and not isinstance(i, (np.ndarray, np.integer, np.bool_))  # NumPy scalars: host ints
+        ):
             raise devices_mismatch_error("getitem", (x,))
     if is_cupy_array(x._array):  # NumPy index arrays must live on the GPU too
         index = tuple(
@@ -298,9 +311,35 @@ def setitem(x, index, value):
 
 
 def gather(x, dim, index):
-    if not isinstance(index, Tensor) or index.dtype.kind not in "iu":
-        raise TypeError("gather: index must be an integer tensor")
+    """out[i][j] = x[i][index[i][j]] for dim = 1 (and likewise for any dim), as torch.gather:
+    index has x's number of dims, is no larger than x outside `dim`, and holds indices in
+    [0, x.shape[dim]) (a negative index is an error, as in PyTorch, not NumPy's wrap-around)."""
+    check_tensor(x, "gather")
+    index_tensor(index, "gather")
     axis = normalize_dim(dim, x.ndim, "gather")
+    if index.ndim != x.ndim:
+        raise ValueError(
+            f"gather: index of shape {tuple(index.shape)} must have as many dims as the tensor "
+            f"{tuple(x.shape)}"
+        )
+    crop = []
+    for d, (i, n) in enumerate(zip(index.shape, x.shape, strict=True)):
+        if d != axis and i > n:
+            raise ValueError(
+                f"gather: index shape {tuple(index.shape)} is larger than the tensor's "
+                f"{tuple(x.shape)} in dim {d}"
+            )
+        crop.append(slice(None) if d == axis or i == n else slice(0, i))
+    n = x.shape[axis] if x.ndim else 1
+    if index._array.size:
+        low, high = int(index._array.min()), int(index._array.max())
+        if low < 0 or high >= n:
+            raise IndexError(
+                f"gather: index {low if low < 0 else high} is out of range for dim {dim} of "
+                f"size {n} (tensor shape {tuple(x.shape)})"
+            )
+    if builtins.any(c != slice(None) for c in crop):  # PyTorch reads only x[:i0, :i1, ...]
+        x = GetItem.apply(x, index=tuple(crop))
     return Gather.apply(x, index, axis=axis)
 
 
@@ -309,11 +348,26 @@ def _check_same_device(tensors, op):
         raise devices_mismatch_error(op, tensors)
 
 
+def _tensor_list(tensors, op):
+    """The tensors of cat/stack as a list; a Tensor or a number in their place is a TypeError
+    (list(tensor) would quietly split it into rows)."""
+    if isinstance(tensors, Tensor) or not isinstance(tensors, (list, tuple)):
+        raise TypeError(
+            f"{op}: tensors must be a list or tuple of Tensors, got {type(tensors).__name__}"
+        )
+    for i, t in enumerate(tensors):
+        if not isinstance(t, Tensor):
+            raise TypeError(
+                f"{op}: expected Tensor as element {i} of tensors, got {type(t).__name__} {t!r:.40}"
+            )
+    if not tensors:
+        raise ValueError(f"{op}: expected a non-empty list of tensors")
+    return list(tensors)
+
+
 def cat(tensors, dim=0):
     """Joins tensors along an existing dim; all other dims must match."""
-    tensors = list(tensors)
-    if not tensors:
-        raise ValueError("cat: expected a non-empty list of tensors")
+    tensors = _tensor_list(tensors, "cat")
     _check_same_device(tensors, "cat")
     axis = normalize_dim(dim, tensors[0].ndim, "cat")
     ref = tensors[0].shape
@@ -333,9 +387,7 @@ concat = concatenate = cat
 
 def stack(tensors, dim=0):
     """Stacks equal-shaped tensors along a new dim."""
-    tensors = list(tensors)
-    if not tensors:
-        raise ValueError("stack: expected a non-empty list of tensors")
+    tensors = _tensor_list(tensors, "stack")
     _check_same_device(tensors, "stack")
     if builtins.any(t.shape != tensors[0].shape for t in tensors):
         raise ValueError(f"stack: shapes differ: {[tuple(t.shape) for t in tensors]}")
@@ -346,17 +398,19 @@ def split(x, split_size_or_sections, dim=0):
     """Pieces of `split_size` along `dim` (the last may be smaller), or of the given sizes."""
     axis = normalize_dim(dim, x.ndim, "split")
     n = x.shape[axis]
-    if isinstance(split_size_or_sections, int):
-        step = split_size_or_sections
-        if step <= 0:
-            raise ValueError(f"split: split_size must be positive, got {step}")
-        sizes = [builtins.min(step, n - i) for i in range(0, n, step)]
+    if isinstance(split_size_or_sections, (list, tuple)):
+        pieces_sizes = sizes((split_size_or_sections,), "split")
+        if builtins.sum(pieces_sizes) != n:
+            raise ValueError(
+                f"split: sizes {list(pieces_sizes)} do not add up to {n} (dim {dim} of {x.shape})"
+            )
     else:
-        sizes = list(split_size_or_sections)
-        if builtins.sum(sizes) != n:
-            raise ValueError(f"split: sizes {sizes} do not add up to {n} (dim {dim} of {x.shape})")
+        step = check_int(split_size_or_sections, "split", "split_size")
+        if step <= 0 and not (step == 0 and n == 0):
+            raise ValueError(f"split: split_size must be positive, got {step}")
+        pieces_sizes = [builtins.min(step, n - i) for i in range(0, n, step)] if step else [0]
     pieces, start = [], 0
-    for size in sizes:
+    for size in pieces_sizes:
         index = (slice(None),) * axis + (slice(start, start + size),)
         pieces.append(GetItem.apply(x, index=index))
         start += size
@@ -364,6 +418,8 @@ def split(x, split_size_or_sections, dim=0):
 
 
 def chunk(x, chunks, dim=0):
+    if check_int(chunks, "chunk", "chunks") <= 0:
+        raise ValueError(f"chunk: chunks must be a positive int, got {chunks}")
     n = x.shape[normalize_dim(dim, x.ndim, "chunk")]
     return split(x, builtins.max(1, -(-n // chunks)), dim)
 
@@ -371,17 +427,20 @@ def chunk(x, chunks, dim=0):
 def tril(x, diagonal=0):
     if x.ndim < 2:
         raise ValueError(f"tril: expected at least 2 dims, got shape {x.shape}")
+    check_int(diagonal, "tril", "diagonal")
     return Triangle.apply(x, diagonal=diagonal, upper=False)
 
 
 def triu(x, diagonal=0):
     if x.ndim < 2:
         raise ValueError(f"triu: expected at least 2 dims, got shape {x.shape}")
+    check_int(diagonal, "triu", "diagonal")
     return Triangle.apply(x, diagonal=diagonal, upper=True)
 
 
 def repeat_interleave(x, repeats: int, dim: int):
     """Each slice along `dim` repeated `repeats` times in place (e.g. K/V heads for GQA)."""
+    check_int(repeats, "repeat_interleave", "repeats", minimum=0)
     d = normalize_dim(dim, x.ndim, "repeat_interleave")
     shape = x.shape[: d + 1] + (repeats,) + x.shape[d + 1 :]
     expanded = expand(unsqueeze(x, d + 1), shape)
