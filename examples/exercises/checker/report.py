@@ -162,7 +162,10 @@ def format_report(report: ExerciseReport, s: Style, compact: bool = False) -> st
         head = f"{s(s.ok, 'green')} {s(title, 'bold')}  {ex.title}"
     elif report.status == "todo":
         if compact:
-            return f"{s(s.todo, 'yellow')} {s(title, 'bold')}  {s('not implemented yet', 'yellow')}"
+            done = [p.part.function for p in report.parts if p.ok]
+            so_far = f"{', '.join(done)}: right; the rest " if done else ""
+            todo = s("not implemented yet", "yellow")
+            return f"{s(s.todo, 'yellow')} {s(title, 'bold')}  {so_far}{todo}"
         head = f"{s(s.todo, 'yellow')} {s(title, 'bold')}  {ex.title}"
     else:
         head = f"{s(s.bad, 'red')} {s(title, 'bold')}  {ex.title}"
