@@ -182,3 +182,16 @@ def test_the_exercise_pages_give_no_answer(page):
 def test_softmax_page_counts_its_products_right():
     text = (ROOT / "examples" / "exercises" / "08_softmax.md").read_text()
     assert "one elementwise product" not in text and "two elementwise products" in text
+
+
+def test_all_says_which_parts_of_a_partly_done_exercise_are_right(tmp_path, capsys):
+    from examples.exercises import check
+
+    stub = (ROOT / "examples" / "exercises" / "05_matmul.py").read_text()
+    start = stub.index('        raise NotImplementedError(\n            "MatMul.backward')
+    end = stub.index("        )\n", start) + len("        )\n")
+    done = stub[:start] + "        return g @ self.y.T, self.x.T @ g\n" + stub[end:]
+    (tmp_path / "05_matmul.py").write_text(done)
+    assert check.main(["--all", "--dir", str(tmp_path)]) == 1
+    line = next(x for x in capsys.readouterr().out.splitlines() if "05 matmul" in x)
+    assert "MatMul: right; the rest not implemented yet" in line
