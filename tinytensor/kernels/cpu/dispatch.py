@@ -114,8 +114,12 @@ def kernels_for(family, *arrays):
 
 
 def parallel_for(size: int) -> bool:
-    """Whether an array of `size` elements is worth the thread pool."""
-    return size >= PARALLEL_MIN_ELEMENTS
+    """Whether an array of `size` elements is worth the thread pool.
+
+    NOTE: with one thread the serial twin runs: numba's pool would still hand the work to a
+    worker thread and wait for it, and on a busy machine that wait is a scheduler time slice.
+    """
+    return size >= PARALLEL_MIN_ELEMENTS and threads.get_num_threads() > 1
 
 
 def twin_jit(py_func):

@@ -7,6 +7,8 @@ loops. For float32 these versions are plain arithmetic, which LLVM vectorizes wi
   (It does not vectorize yet: ~2x NumPy's SIMD exp per element on one core.)
 - tanh: Eigen's rational approximation (odd degree-13 over even degree-6 polynomial), clamped at
   |x| = 7.9053 where float32 tanh is ±1. Max error ~3 ulp.
+NOTE: numba's cache does not see edits to this file from the kernels that inline it: after
+changing it, delete tinytensor/kernels/cpu/__pycache__/*.nbi and *.nbc.
 float64 keeps libm's exp and tanh (accuracy first: float64 is for checks, not speed).
 """
 
@@ -15,7 +17,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import types
+from numba import njit, types
 from numba.extending import overload
 
 # 2^k for k = -127..128 at index k + 127 (2^-127 is a float32 subnormal; 2^128 overflows to inf)
@@ -66,27 +68,44 @@ def _fast_exp_impl(x):
     return expf
 
 
+# float32 constants as module globals: numba freezes them into the code (no conversions per call)
+_TANH_CLAMP = _F(7.90531110763549805)
+_TANH_P = tuple(
+    _F(c)
+    for c in (
+        -2.76076847742355e-16, 2.00018790482477e-13, -8.60467152213735e-11, 5.12229709037114e-08,
+        1.48572235717979e-05, 6.37261928875436e-04, 4.89352455891786e-03,
+    )
+)  # fmt: skip
+_TANH_Q = tuple(
+    _F(c) for c in (1.19825839466702e-06, 1.18534705686654e-04, 2.26843463243900e-03,
+                    4.89352518554385e-03)
+)  # fmt: skip
+_P0, _P1, _P2, _P3, _P4, _P5, _P6 = _TANH_P
+_Q0, _Q1, _Q2, _Q3 = _TANH_Q
+
+
+@njit(inline="always")
+def _tanhf(x):
+    # NOTE: NaN gives ±1 here (the clamps are selects, which keep the loop vectorizable); GELU,
+    # the only caller, multiplies by x, so a NaN input still gives NaN
+    xc = x if x < _TANH_CLAMP else _TANH_CLAMP
+    xc = xc if xc > -_TANH_CLAMP else -_TANH_CLAMP
+    x2 = xc * xc
+    p = x2 * _P0 + _P1
+    p = x2 * p + _P2
+    p = x2 * p + _P3
+    p = x2 * p + _P4
+    p = x2 * p + _P5
+    p = x2 * p + _P6
+    q = x2 * _Q0 + _Q1
+    q = x2 * q + _Q2
+    q = x2 * q + _Q3
+    return (xc * p) / q
+
+
 @overload(fast_tanh, inline="always")
 def _fast_tanh_impl(x):
     if x != types.float32:
         return lambda x: math.tanh(x)
-
-    def tanhf(x):
-        c = _F(7.90531110763549805)
-        xc = x if x < c else c
-        xc = xc if xc > -c else -c
-        x2 = xc * xc
-        p = x2 * _F(-2.76076847742355e-16) + _F(2.00018790482477e-13)
-        p = x2 * p + _F(-8.60467152213735e-11)
-        p = x2 * p + _F(5.12229709037114e-08)
-        p = x2 * p + _F(1.48572235717979e-05)
-        p = x2 * p + _F(6.37261928875436e-04)
-        p = x2 * p + _F(4.89352455891786e-03)
-        p = xc * p
-        q = x2 * _F(1.19825839466702e-06) + _F(1.18534705686654e-04)
-        q = x2 * q + _F(2.26843463243900e-03)
-        q = x2 * q + _F(4.89352518554385e-03)
-        t = p / q
-        return t if x == x else x  # NaN stays NaN
-
-    return tanhf
+    return lambda x: _tanhf(x)
