@@ -23,18 +23,34 @@ from training.blas import default_to_one_blas_thread  # noqa: E402
 default_to_one_blas_thread()  # before NumPy loads OpenBLAS: see training/blas.py
 
 import numpy as np  # noqa: E402
-from training.cli import HelpFormatter, add_training_flags, check_device, resumed_args  # noqa: E402
-from training.data import CharTokenizer, load_text  # noqa: E402
+from training.cli import (  # noqa: E402
+    HelpFormatter,
+    add_training_flags,
+    check_device,
+    check_same_data,
+    resumed_args,
+)
+from training.data import CharTokenizer, load_text_and_hash  # noqa: E402
 from training.optimization import make_adamw, warmup_cosine  # noqa: E402
 from training.run import INTERRUPTED, run  # noqa: E402
 from training.sentence_pairs import SPECIALS, SentencePairBatches, split_documents  # noqa: E402
 from training.trainer import TrainConfig, Trainer  # noqa: E402
+from training.validation import (  # noqa: E402
+    ScriptParser,
+    check_at_least,
+    check_divisible,
+    check_memory,
+    check_out_dir,
+    dropout_probability,
+    positive_int,
+    selection_probability,
+)
 
 import tinytensor as tt  # noqa: E402
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = ScriptParser(
         description="Pretrain a tiny character-level BERT (masked LM + next-sentence prediction).",
         formatter_class=HelpFormatter,
     )
@@ -46,17 +62,20 @@ def build_parser() -> argparse.ArgumentParser:
         "(default: Python's pydoc topics, one document per topic)",
     )
     g.add_argument(
-        "--max-length", type=int, default=64, help="characters per row, with [CLS] and two [SEP]"
+        "--max-length",
+        type=positive_int,
+        default=64,
+        help="characters per row, with [CLS] and two [SEP]",
     )
     g.add_argument(
-        "--mlm-probability", type=float, default=0.15,
+        "--mlm-probability", type=selection_probability, default=0.15,
         help="fraction of the characters selected for prediction (BERT's 15%%)",
     )  # fmt: skip
     m = parser.add_argument_group("model")
-    m.add_argument("--n-layer", type=int, default=4, help="encoder blocks")
-    m.add_argument("--n-head", type=int, default=4, help="attention heads per block")
-    m.add_argument("--d-model", type=int, default=128, help="model width")
-    m.add_argument("--dropout", type=float, default=0.0, help="dropout probability")
+    m.add_argument("--n-layer", type=positive_int, default=4, help="encoder blocks")
+    m.add_argument("--n-head", type=positive_int, default=4, help="attention heads per block")
+    m.add_argument("--d-model", type=positive_int, default=128, help="model width")
+    m.add_argument("--dropout", type=dropout_probability, default=0.0, help="dropout probability")
     add_training_flags(parser, steps=600, batch_size=32, lr=1e-3, warmup_steps=60,
                        eval_every=100, checkpoint_every=200, out_dir="runs/bert")  # fmt: skip
     return parser
@@ -127,13 +146,20 @@ def make_evaluate(documents, tokenizer, args, n_batches=6, batch_size=64):
 def main(argv=None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    # every flag is checked before any work (training/validation.py): one line, exit status 2
+    check_divisible(parser, args, "d_model", "n_head")
+    check_at_least(parser, args, "max_length", 5, "[CLS] A [SEP] B [SEP] with a character each")
+    check_out_dir(parser, args.out_dir)
     check_device(parser, args.device)
-    args, saved = resumed_args(parser, args)  # --resume: the checkpoint's flags (training/cli.py)
+    # --resume: the checkpoint's flags (training/cli.py)
+    args, saved = resumed_args(parser, args, argv=argv)
     saved_tokenizer = CharTokenizer.from_state_dict(saved["tokenizer"]) if saved else None
     try:
-        text = load_text(args.data)
+        text, data_sha256 = load_text_and_hash(args.data)
     except (FileNotFoundError, ValueError) as e:
-        parser.error(str(e))
+        parser.error(f"argument --data: {e}")
+    if check_same_data(parser, args, saved, data_sha256):
+        print(f"note: --allow-data-change: resuming on changed data {args.data or ''}")
     if args.data is None:
         from pydoc_data import topics
 
@@ -146,6 +172,13 @@ def main(argv=None) -> int:
                      "lines, each of two or more sentences); need at least 4")  # fmt: skip
     train_docs, val_docs = documents[:-n_val], documents[-n_val:]
     tokenizer = saved_tokenizer or CharTokenizer.from_text(text, specials=SPECIALS)
+    unknown = sorted(set(text) - set(tokenizer.stoi))
+    if unknown:  # a changed --data on --resume --allow-data-change
+        parser.error(f"argument --data: characters {''.join(unknown[:20])!r} are not in the "
+                     "checkpoint's vocabulary")  # fmt: skip
+    d = args.d_model  # per block 12·d² (attention, MLP) + embeddings (words, positions, types)
+    estimate = args.n_layer * 12 * d * d + (tokenizer.vocab_size + args.max_length + 2) * d
+    check_memory(parser, estimate, "--n-layer/--d-model")
 
     tt.manual_seed(args.seed)
     model = build_model(args, tokenizer).to(args.device)
@@ -158,7 +191,7 @@ def main(argv=None) -> int:
     config = TrainConfig.from_args(
         args, tokens_per_step=args.batch_size * args.max_length, desc="bert"
     )
-    meta = {"args": vars(args), "tokenizer": tokenizer.state_dict()}
+    meta = {"args": vars(args), "tokenizer": tokenizer.state_dict(), "data_sha256": data_sha256}
     trainer = Trainer(
         model, optimizer, scheduler, batches, lambda m, b: bert_loss(m, b, args.device),
         make_evaluate(val_docs, tokenizer, args), config, meta,

@@ -30,23 +30,42 @@ default_to_one_blas_thread()  # before NumPy loads OpenBLAS: see training/blas.p
 
 import numpy as np  # noqa: E402
 from training import parallel  # noqa: E402
-from training.cli import HelpFormatter, add_training_flags, check_device, resumed_args  # noqa: E402
+from training.cli import (  # noqa: E402
+    HelpFormatter,
+    add_training_flags,
+    check_device,
+    check_same_data,
+    resumed_args,
+)
 from training.data import (  # noqa: E402
     CharTokenizer,
     RandomWindows,
     fixed_windows,
-    load_text,
+    load_text_and_hash,
     split_train_val,
 )
 from training.optimization import make_adamw, warmup_cosine  # noqa: E402
 from training.run import INTERRUPTED, run  # noqa: E402
 from training.trainer import TrainConfig, Trainer  # noqa: E402
+from training.validation import (  # noqa: E402
+    ScriptParser,
+    check_at_least,
+    check_divisible,
+    check_memory,
+    check_out_dir,
+    dropout_probability,
+    non_empty_text,
+    non_negative_float,
+    non_negative_int,
+    open_fraction,
+    positive_int,
+)
 
 import tinytensor as tt  # noqa: E402
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = ScriptParser(
         description="Train a tiny character-level GPT and print text it generates.",
         formatter_class=HelpFormatter,
     )
@@ -58,16 +77,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     g.add_argument(
         "--val-fraction",
-        type=float,
+        type=open_fraction,
         default=0.1,
         help="the final fraction of the text held out for validation",
     )
     m = parser.add_argument_group("model")
-    m.add_argument("--n-layer", type=int, default=4, help="Transformer blocks")
-    m.add_argument("--n-head", type=int, default=4, help="attention heads per block")
-    m.add_argument("--n-embd", type=int, default=128, help="model width")
-    m.add_argument("--block-size", type=int, default=64, help="context length in characters")
-    m.add_argument("--dropout", type=float, default=0.0, help="dropout probability")
+    m.add_argument("--n-layer", type=positive_int, default=4, help="Transformer blocks")
+    m.add_argument("--n-head", type=positive_int, default=4, help="attention heads per block")
+    m.add_argument("--n-embd", type=positive_int, default=128, help="model width")
+    m.add_argument(
+        "--block-size", type=positive_int, default=64, help="context length in characters"
+    )
+    m.add_argument("--dropout", type=dropout_probability, default=0.0, help="dropout probability")
     add_training_flags(
         parser,
         steps=700,
@@ -82,12 +103,20 @@ def build_parser() -> argparse.ArgumentParser:
     s = parser.add_argument_group("sampling")
     s.add_argument(
         "--prompt",
+        type=non_empty_text,
         default=None,
         help="text the sample starts from (default: 'The \"' if the text has those "
         "characters, else its first 8 characters)",
     )
-    s.add_argument("--sample-chars", type=int, default=600, help="characters to generate")
-    s.add_argument("--temperature", type=float, default=0.8, help="sampling temperature")
+    s.add_argument(
+        "--sample-chars", type=non_negative_int, default=600, help="characters to generate"
+    )
+    s.add_argument(
+        "--temperature",
+        type=non_negative_float,
+        default=0.8,
+        help="sampling temperature (0: greedy, the most likely character each time)",
+    )
     return parser
 
 
@@ -133,8 +162,16 @@ def default_prompt(tokenizer, text) -> str:
     return prompt if all(ch in tokenizer.stoi for ch in prompt) else text[:8]
 
 
+def gpt_parameter_count(args, vocab_size: int) -> int:
+    """GPT's parameters: per block 4·C² (attention) + 8·C² (MLP) + 13·C (biases, norms), plus
+    the token and position embeddings (the LM head is tied to the token embedding)."""
+    c = args.n_embd
+    return args.n_layer * (12 * c * c + 13 * c) + (vocab_size + args.block_size) * c + 2 * c
+
+
 def sample_text(model, tokenizer, prompt, n_chars, temperature, block_size, device, seed=0):
-    """Continues `prompt` by `n_chars` sampled characters, sliding the context window along."""
+    """Continues `prompt` by `n_chars` sampled characters, sliding the context window along.
+    Temperature 0 is greedy decoding (the most likely character every time)."""
     generator = tt.Generator(seed)
     ids = tokenizer.encode(prompt)[None, :]  # (1, T)
     model.eval()
@@ -145,8 +182,8 @@ def sample_text(model, tokenizer, prompt, n_chars, temperature, block_size, devi
             context = ids[:, -(block_size // 2) :]
             wanted = min(block_size - context.shape[1], len(prompt) + n_chars - ids.shape[1])
             out = model.generate(
-                tt.tensor(context, device=device), max_new_tokens=wanted, do_sample=True,
-                temperature=temperature, generator=generator,
+                tt.tensor(context, device=device), max_new_tokens=wanted,
+                do_sample=temperature > 0, temperature=temperature, generator=generator,
             )  # fmt: skip
             ids = np.concatenate([ids, out.numpy()[:, context.shape[1] :]], axis=1)
     return tokenizer.decode(ids[0])
@@ -168,27 +205,36 @@ def gpt_metrics(result, n_params: int) -> dict:
 def main(argv=None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    # every flag is checked before any work (training/validation.py): one line, exit status 2
+    check_divisible(parser, args, "n_embd", "n_head")
+    check_at_least(parser, args, "block_size", 2, "samples continue from half a block")
+    check_out_dir(parser, args.out_dir)
     check_device(parser, args.device)
-    # --resume: the checkpoint's flags, except run control and sampling (training/cli.py)
-    args, saved = resumed_args(parser, args, also=("prompt", "sample_chars", "temperature"))
+    # --resume: the checkpoint's flags, except run control, sampling and a larger --steps
+    sampling = ("prompt", "sample_chars", "temperature")
+    args, saved = resumed_args(parser, args, also=sampling, argv=argv)
     parallel.start()  # under mpiexec: join the job (data parallel); alone: nothing
     main_rank = parallel.is_main()  # rank 0 alone prints and writes
     saved_tokenizer = CharTokenizer.from_state_dict(saved["tokenizer"]) if saved else None
     try:
-        text = load_text(args.data)
+        text, data_sha256 = load_text_and_hash(args.data)
     except (FileNotFoundError, ValueError) as e:
-        parser.error(str(e))
+        parser.error(f"argument --data: {e}")
+    if check_same_data(parser, args, saved, data_sha256) and main_rank:
+        print(f"note: --allow-data-change: resuming on changed data {args.data or ''}")
     tokenizer = saved_tokenizer or CharTokenizer.from_text(text)
     try:
         ids = tokenizer.encode(text)
         train_ids, val_ids = split_train_val(ids, args.val_fraction)
         RandomWindows(val_ids, args.block_size, 1)  # fails early if validation is too short
     except ValueError as e:
-        parser.error(str(e))
+        where = " (the checkpoint's vocabulary)" if saved_tokenizer else ""
+        parser.error(f"argument --data: {e}{where}")
     prompt = default_prompt(tokenizer, text) if args.prompt is None else args.prompt
     unknown = sorted(set(prompt) - set(tokenizer.stoi))
     if unknown:
-        parser.error(f"--prompt: characters {''.join(unknown)!r} do not occur in the text")
+        parser.error(f"argument --prompt: characters {''.join(unknown)!r} do not occur in the text")
+    check_memory(parser, gpt_parameter_count(args, tokenizer.vocab_size), "--n-layer/--n-embd")
 
     tt.manual_seed(args.seed)
     model = build_model(args, tokenizer.vocab_size).to(args.device)
@@ -203,7 +249,7 @@ def main(argv=None) -> int:
     config = TrainConfig.from_args(
         args, tokens_per_step=args.batch_size * args.block_size, desc="gpt"
     )
-    meta = {"args": vars(args), "tokenizer": tokenizer.state_dict()}
+    meta = {"args": vars(args), "tokenizer": tokenizer.state_dict(), "data_sha256": data_sha256}
     trainer = Trainer(
         parallel.wrap(model), optimizer, scheduler, batches,
         lambda m, b: lm_loss(m, b, args.device),
@@ -250,7 +296,8 @@ def main(argv=None) -> int:
         f"wrote {result.checkpoint_path}, {result.plot_path or '(no plot)'}, metrics.json, "
         f"sample.txt in {args.out_dir}  ({time.perf_counter() - start:.0f} s with sampling)"
     )
-    print(f"\n--- generated (temperature {args.temperature}) ---\n{sample}\n---")
+    how = f"temperature {args.temperature}" if args.temperature > 0 else "greedy: temperature 0"
+    print(f"\n--- generated ({how}) ---\n{sample}\n---")
     return 0
 
 

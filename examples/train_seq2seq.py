@@ -16,6 +16,7 @@ Ctrl-C work as in train_gpt.py.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 
@@ -26,8 +27,14 @@ from training.blas import default_to_one_blas_thread  # noqa: E402
 default_to_one_blas_thread()  # before NumPy loads OpenBLAS: see training/blas.py
 
 import numpy as np  # noqa: E402
-from training.cli import HelpFormatter, add_training_flags, check_device, resumed_args  # noqa: E402
-from training.data import CharTokenizer, load_text, split_train_val  # noqa: E402
+from training.cli import (  # noqa: E402
+    HelpFormatter,
+    add_training_flags,
+    check_device,
+    check_same_data,
+    resumed_args,
+)
+from training.data import CharTokenizer, load_text_and_hash, split_train_val  # noqa: E402
 from training.optimization import make_adamw, warmup_cosine  # noqa: E402
 from training.run import INTERRUPTED, run  # noqa: E402
 from training.seq2seq_tasks import (  # noqa: E402
@@ -40,6 +47,15 @@ from training.seq2seq_tasks import (  # noqa: E402
     held_out_examples,
 )
 from training.trainer import TrainConfig, Trainer  # noqa: E402
+from training.validation import (  # noqa: E402
+    ScriptParser,
+    check_at_most,
+    check_divisible,
+    check_memory,
+    check_out_dir,
+    dropout_probability,
+    positive_int,
+)
 
 import tinytensor as tt  # noqa: E402
 
@@ -47,7 +63,7 @@ DENOISE_SPECIALS = ("<pad>", "<s>", "</s>", "<mask>")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = ScriptParser(
         description="Train a tiny T5 or BART on reverse / sort / add, or BART on denoising.",
         formatter_class=HelpFormatter,
     )
@@ -59,20 +75,30 @@ def build_parser() -> argparse.ArgumentParser:
         default="sort",
         help="what to learn (denoise: BART only)",
     )
-    g.add_argument("--min-len", type=int, default=3, help="shortest task input (characters)")
-    g.add_argument("--max-len", type=int, default=8, help="longest task input (characters)")
-    g.add_argument("--eval-examples", type=int, default=300, help="held-out examples to score")
+    g.add_argument(
+        "--min-len", type=positive_int, default=3, help="shortest task input (characters)"
+    )
+    g.add_argument(
+        "--max-len", type=positive_int, default=8, help="longest task input (characters)"
+    )
+    g.add_argument(
+        "--eval-examples", type=positive_int, default=300, help="held-out examples to score"
+    )
     g.add_argument(
         "--data",
         default=None,
         help="denoise only: a UTF-8 text file (default: Python's pydoc topics)",
     )
-    g.add_argument("--window", type=int, default=48, help="denoise only: characters per row")
+    g.add_argument(
+        "--window", type=positive_int, default=48, help="denoise only: characters per row"
+    )
     m = parser.add_argument_group("model")
-    m.add_argument("--n-layer", type=int, default=2, help="encoder blocks (and decoder blocks)")
-    m.add_argument("--n-head", type=int, default=4, help="attention heads per block")
-    m.add_argument("--d-model", type=int, default=128, help="model width")
-    m.add_argument("--dropout", type=float, default=0.0, help="dropout probability")
+    m.add_argument(
+        "--n-layer", type=positive_int, default=2, help="encoder blocks (and decoder blocks)"
+    )
+    m.add_argument("--n-head", type=positive_int, default=4, help="attention heads per block")
+    m.add_argument("--d-model", type=positive_int, default=128, help="model width")
+    m.add_argument("--dropout", type=dropout_probability, default=0.0, help="dropout probability")
     add_training_flags(parser, steps=600, batch_size=64, lr=2e-3, warmup_steps=50,
                        eval_every=100, checkpoint_every=200, out_dir=None)  # fmt: skip
     return parser
@@ -186,13 +212,39 @@ def show_reconstructions(model, val_ids, tokenizer, args, n=2):
         print(f"  original: {text(labels[labels != -100])}")
 
 
+def distinct_sources(task: str, min_len: int, max_len: int) -> int:
+    """How many different inputs `make_example(task, ...)` can draw (at least 10**20 counts as
+    plenty: the sums stop there)."""
+    max_len = min(max_len, min_len + 20)
+    if task == "reverse":
+        return sum(36**n for n in range(min_len, max_len + 1))
+    if task == "sort":
+        return sum(math.comb(26, n) for n in range(min_len, min(max_len, 26) + 1))
+    digits = max(1, (max_len - 1) // 2)  # add: operands of up to `digits` digits
+    return 10 ** (2 * digits)
+
+
+def check_inputs_left(parser, args, examples) -> None:
+    """Training draws only inputs outside the held-out set: some must be left, or the batch
+    sampler would search forever."""
+    total, held = distinct_sources(args.task, args.min_len, args.max_len), len(set(examples))
+    if total - held < max(10, total // 10):
+        parser.error(
+            f"argument --max-len: --task {args.task} has {total} distinct inputs of "
+            f"{args.min_len}..{args.max_len} characters and --eval-examples holds out {held} of "
+            "them, leaving too few to train on; raise --max-len or lower --eval-examples"
+        )
+
+
 def main(argv=None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.out_dir is None:
         args.out_dir = os.path.join("runs", f"{args.model}-{args.task}")
+    check_out_dir(parser, args.out_dir)
     check_device(parser, args.device)
-    args, saved = resumed_args(parser, args)  # --resume: the checkpoint's flags (training/cli.py)
+    # --resume: the checkpoint's flags (training/cli.py)
+    args, saved = resumed_args(parser, args, argv=argv)
     saved_tokenizer = None  # denoise runs save their tokenizer; the tasks' vocabularies are fixed
     if "tokenizer" in saved:
         saved_tokenizer = CharTokenizer.from_state_dict(saved["tokenizer"])
@@ -202,17 +254,35 @@ def main(argv=None) -> int:
         parser.error("--data is for --task denoise; the other tasks make their own examples")
     if not 1 <= args.min_len <= args.max_len:
         parser.error(f"--min-len {args.min_len} and --max-len {args.max_len}: need 1 <= min <= max")
-    if args.d_model % args.n_head:
-        parser.error(f"--d-model {args.d_model} must be a multiple of --n-head {args.n_head}")
+    check_divisible(parser, args, "d_model", "n_head")
+    if args.model == "bart":  # BART's positions are learned up to max_position_embeddings
+        check_at_most(parser, args, "max_len", 254, "BART learns 256 positions: <s>, </s>")
+        check_at_most(parser, args, "window", 254, "BART learns 256 positions: <s>, </s>")
+    check_at_most(parser, args, "max_len", 4096, "longer rows do not fit a CPU example")
+    if args.task == "sort":
+        check_at_most(parser, args, "min_len", 26, "sort uses distinct letters")
+    d = args.d_model  # per layer pair ~ 4·d² + 8·d² (encoder) + 4·d² more (cross-attention)
+    check_memory(parser, args.n_layer * 28 * d * d, "--n-layer/--d-model")
 
     meta = {"args": vars(args)}
     if args.task == "denoise":
         try:
-            text = load_text(args.data)
+            text, data_sha256 = load_text_and_hash(args.data)
         except (FileNotFoundError, ValueError) as e:
-            parser.error(str(e))
+            parser.error(f"argument --data: {e}")
+        if check_same_data(parser, args, saved, data_sha256):
+            print(f"note: --allow-data-change: resuming on changed data {args.data or ''}")
         tokenizer = saved_tokenizer or CharTokenizer.from_text(text, specials=DENOISE_SPECIALS)
-        train_ids, val_ids = split_train_val(tokenizer.encode(text), 0.1)
+        try:
+            train_ids, val_ids = split_train_val(tokenizer.encode(text), 0.1)
+        except ValueError as e:
+            parser.error(f"argument --data: {e}")
+        if len(val_ids) <= args.window or len(train_ids) <= args.window:
+            parser.error(
+                f"argument --window: {args.window} characters do not fit in the held-out 10% of "
+                f"the text ({len(val_ids)} characters); lower it or pass a longer --data"
+            )
+        meta["data_sha256"] = data_sha256
         ids = tokenizer.special_ids
         vocab_size, pad, bos, eos = tokenizer.vocab_size, ids["<pad>"], ids["<s>"], ids["</s>"]
         batches = DenoisingBatches(train_ids, tokenizer, args.window, args.batch_size, args.seed)
@@ -223,6 +293,7 @@ def main(argv=None) -> int:
         vocab = TaskVocab(args.task)
         vocab_size, pad, bos, eos = vocab.vocab_size, PAD, BOS, EOS
         examples = held_out_examples(args.task, args.eval_examples, args.min_len, args.max_len)
+        check_inputs_left(parser, args, examples)
         batches = Seq2SeqBatches(args.task, vocab, args.batch_size, args.min_len, args.max_len,
                                  seed=args.seed, exclude=examples)  # fmt: skip
         evaluate = make_task_evaluate(args, vocab, examples)

@@ -16,6 +16,9 @@ exactly those of `use_cache=False`, which re-runs the whole sequence each step (
 
 from __future__ import annotations
 
+import math
+import numbers
+
 import numpy as np
 
 import tinytensor as tt
@@ -23,6 +26,33 @@ import tinytensor as tt
 from .collators import _rng
 
 # ---- choosing the next token --------------------------------------------------------------------
+
+
+def check_sampling(
+    fn: str, temperature=1.0, top_k=None, top_p=None, max_new_tokens=0, num_beams=1
+) -> None:
+    """Raises a ValueError/TypeError naming `fn`, the argument and the value for a setting no
+    sampler can use: temperature must be a finite number >= 0 (0 is greedy decoding), top_k a
+    positive int, top_p in (0, 1], max_new_tokens an int >= 0, num_beams an int >= 1."""
+
+    def is_int(v):
+        return isinstance(v, numbers.Integral) and not isinstance(v, bool)
+
+    if isinstance(temperature, bool) or not isinstance(temperature, numbers.Real):
+        raise TypeError(f"{fn}: temperature must be a number, got {temperature!r}")
+    if not (math.isfinite(temperature) and temperature >= 0):
+        raise ValueError(
+            f"{fn}: temperature must be a finite number >= 0 (0: greedy), got {temperature}"
+        )
+    if top_k is not None and not (is_int(top_k) and top_k > 0):
+        raise ValueError(f"{fn}: top_k must be a positive int or None, got {top_k!r}")
+    if top_p is not None:
+        if isinstance(top_p, bool) or not isinstance(top_p, numbers.Real) or not 0 < top_p <= 1:
+            raise ValueError(f"{fn}: top_p must be in (0, 1] or None, got {top_p!r}")
+    if not (is_int(max_new_tokens) and max_new_tokens >= 0):
+        raise ValueError(f"{fn}: max_new_tokens must be an int >= 0, got {max_new_tokens!r}")
+    if not (is_int(num_beams) and num_beams >= 1):
+        raise ValueError(f"{fn}: num_beams must be a positive int, got {num_beams!r}")
 
 
 def top_k_filter(logits: np.ndarray, k: int) -> np.ndarray:
@@ -62,17 +92,17 @@ def next_tokens(
     """One token id per row from the logits of the last position, (B, V) -> (B,) int64.
 
     Greedy (argmax) unless `do_sample`; when sampling, the logits are divided by `temperature`,
-    then filtered by `top_k` and `top_p`, and a token is drawn from the softmax.
+    then filtered by `top_k` and `top_p`, and a token is drawn from the softmax. Temperature 0
+    is the limit of that: greedy decoding.
     """
+    check_sampling("next_tokens", temperature, top_k, top_p)
     logits = np.asarray(getattr(logits, "_array", logits), dtype=np.float64)
     if hasattr(logits, "get"):  # a CuPy array: sampling happens on the host
         logits = logits.get()
     if logits.ndim != 2:
         raise ValueError(f"next_tokens: logits must be (B, V), got {logits.shape}")
-    if not do_sample:
+    if not do_sample or temperature == 0:
         return logits.argmax(axis=-1).astype(np.int64)
-    if temperature <= 0:
-        raise ValueError(f"next_tokens: temperature must be positive, got {temperature}")
     logits = logits / temperature
     if top_k is not None:
         logits = top_k_filter(logits, top_k)
@@ -135,6 +165,7 @@ def generate_decoder_only(
     gets `position_ids` = cumsum(mask) - 1 too (`positions_from_mask`), so that a padded row
     continues as it would alone (HF's generate does the same).
     """
+    check_sampling("generate", temperature, top_k, top_p, max_new_tokens)
     ids = _ids_array(input_ids, "input_ids")
     mask = None if attention_mask is None else _ids_array(attention_mask, "attention_mask")
     eos = _check_eos(eos_token_id)
@@ -187,6 +218,7 @@ def generate_encoder_decoder(
     Returns the decoder ids (B, 1 + n), starting with `decoder_start_token_id` (default: the
     model config's). `num_beams > 1` runs beam search (deterministic; `do_sample` must be False).
     """
+    check_sampling("generate", temperature, top_k, top_p, max_new_tokens, num_beams)
     ids = _ids_array(input_ids, "input_ids")
     mask = None if attention_mask is None else _ids_array(attention_mask, "attention_mask")
     config = model.config

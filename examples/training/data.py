@@ -8,6 +8,7 @@ the checkpoint, so a resumed run sees exactly the batches an uninterrupted one w
 
 from __future__ import annotations
 
+import hashlib
 import os
 
 import numpy as np
@@ -18,19 +19,42 @@ def load_text(path: str | None = None) -> str:
 
     Raises:
         FileNotFoundError: `path` does not exist (the message names it).
-        ValueError: the file is empty or too short to train on.
+        ValueError: not a readable regular file, not valid UTF-8 (the message gives the byte
+            offset of the first bad byte), or too short to train on.
     """
+    return load_text_and_hash(path)[0]
+
+
+def load_text_and_hash(path: str | None = None) -> tuple[str, str]:
+    """`load_text(path)` and the SHA-256 (hex) of what it was read from: the file's bytes, or
+    the default corpus's UTF-8. A checkpoint records it, so that `--resume` notices a changed
+    file."""
     if path is None:
         from pydoc_data import topics
 
-        return "".join(topics.topics.values())
-    if not os.path.isfile(path):
+        text = "".join(topics.topics.values())
+        return text, hashlib.sha256(text.encode("utf-8")).hexdigest()
+    if not os.path.exists(path):
         raise FileNotFoundError(f"data file {path!r} does not exist (pass a UTF-8 text file)")
-    with open(path, encoding="utf-8", errors="replace") as f:
-        text = f.read()
+    if not os.path.isfile(path):  # a directory, a FIFO (reading it would wait forever), ...
+        raise ValueError(f"data file {path!r} is not a regular file")
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+    except OSError as e:
+        raise ValueError(f"data file {path!r} cannot be read: {e.strerror}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        # NOTE: decoding with errors="replace" would train the model on U+FFFD characters
+        raise ValueError(
+            f"data file {path!r} is not valid UTF-8: byte 0x{raw[e.start]:02x} at offset "
+            f"{e.start} ({e.reason}); convert it first, e.g. iconv -f latin1 -t utf-8"
+        ) from None
+    text = text.replace("\r\n", "\n").replace("\r", "\n")  # as Python's text mode reads it
     if len(text) < 100:
         raise ValueError(f"data file {path!r} holds {len(text)} characters; need at least 100")
-    return text
+    return text, hashlib.sha256(raw).hexdigest()
 
 
 class CharTokenizer:

@@ -37,7 +37,10 @@ def run(
     main = parallel.is_main()
     if args.resume:
         step = trainer.resume()
-        if main:
+        if main and step >= args.steps:
+            print(f"the run already reached --steps {args.steps}: nothing to train (pass a "
+                  "larger --steps to continue it)")  # fmt: skip
+        elif main:
             print(f"resuming from step {step} of {args.steps}")
     result = trainer.fit()
     if not main:

@@ -52,6 +52,6 @@ def test_top_k_and_top_p_sampling_stay_in_the_kept_set():
 
 def test_bad_settings_raise():
     with pytest.raises(ValueError, match="temperature"):
-        next_tokens(_logits(), do_sample=True, temperature=0.0)
+        next_tokens(_logits(), do_sample=True, temperature=-0.5)  # 0 is greedy decoding
     with pytest.raises(ValueError, match="top_p"):
         top_p_filter(_logits(), 1.5)
