@@ -334,6 +334,15 @@ def _param_mistakes(exercise, axis):
             f"∂L/∂w: w multiplies x̂, so each term is g times x̂ (step 1 of {md})",
             _norm_params(lambda g, xhat, x: {"weight": reduce(g)}, axis),
         ),
+        Mistake(
+            f"{exercise[3:]}-param-grads-times-w",
+            f"the parameters' gradients take g as it comes (step 1 of {md}): ĝ = g·w is what "
+            "reaches x̂, not what reaches w or b",
+            lambda a, p, g, right: {
+                "weight": reduce(g * a["weight"] * _normalize(a["x"], axis, "bias" in a)[0]),
+                **({"bias": reduce(g * a["weight"])} if "bias" in a else {}),
+            },
+        ),
     ]
 
 

@@ -84,7 +84,19 @@ def _norm_terms(axis, center):
     return terms
 
 
+def _relu_terms(a, p, g):
+    """ReLU's slope is 1 where x > 0 and 0 where x < 0: the second "term" should be absent."""
+    x = a["x"]
+    return {
+        "x": [
+            ("positive", "the gradient where x > 0", g * (x > 0)),
+            ("negative", "the gradient where x < 0", g * (x < 0), 0.0),
+        ]
+    }
+
+
 TERMS: dict[str, Callable[[Grads, dict, np.ndarray], dict[str, list]]] = {
+    "ReLU": _relu_terms,
     "GELU": _gelu_terms,
     "Softmax": _softmax_terms,
     "SoftmaxCrossEntropy": _cross_entropy_terms,
@@ -120,7 +132,8 @@ def _term_mistake(function, name, yours, case, g, right):
     if not terms or yours.shape != right[name].shape:
         return None
     diff = (yours - right[name]).reshape(-1)
-    basis = [np.broadcast_to(t, yours.shape).reshape(-1) for _, _, t in terms]
+    basis = [np.broadcast_to(t[2], yours.shape).reshape(-1) for t in terms]
+    expected = [t[3] if len(t) > 3 else 1.0 for t in terms]  # how often each term belongs
     for size in (1, 2):
         for subset in combinations(range(len(terms)), size):
             a = np.stack([basis[i] for i in subset], axis=1)
@@ -130,7 +143,10 @@ def _term_mistake(function, name, yours, case, g, right):
             if size == len(terms) and np.allclose(c, c[0], rtol=1e-3):
                 return None  # every term scaled alike: a factor, which diagnosis names
             parts = [
-                f"{terms[i][1]} {_coefficient(1 + ci, case.constants)}" for i, ci in zip(subset, c)
+                f"{terms[i][1]} {_coefficient(expected[i] + ci, case.constants)}"
+                if expected[i]
+                else f"{terms[i][1]} is {ci:.4g}·g where it should be 0 (the slope there)"
+                for i, ci in zip(subset, c)
             ]
             key = "term:" + "+".join(terms[i][0] for i in subset)
             rest = " (the other terms are right)" if len(terms) > size else ""
