@@ -29,7 +29,10 @@ from . import threads
 
 MODES = ("auto", "numba", "numpy")
 PARALLEL_MIN_ELEMENTS = 1 << 14  # below 16k elements one thread beats waking the pool
-FASTMATH = {"reassoc", "nsz"}  # see twin_jit
+# NOTE: error_model="numpy": a division by zero gives inf/nan as in NumPy instead of raising,
+# which also lets the loops vectorize (the Python model's zero check is a branch per division:
+# 6x slower serial loops, measured)
+JIT_OPTIONS = dict(cache=True, fastmath={"reassoc", "nsz"}, error_model="numpy")  # see twin_jit
 
 _env_mode = os.environ.get("TINYTENSOR_CPU_KERNELS", "auto")
 _mode = [_env_mode if _env_mode in MODES else "auto"]
@@ -135,13 +138,13 @@ def twin_jit(py_func):
     """
     import numba
 
-    parallel = numba.njit(parallel=True, cache=True, fastmath=FASTMATH)(py_func)
+    parallel = numba.njit(**JIT_OPTIONS, parallel=True)(py_func)
     serial_func = types.FunctionType(
         py_func.__code__, py_func.__globals__, py_func.__name__ + "_serial", py_func.__defaults__
     )
     serial_func.__qualname__ = py_func.__qualname__ + "_serial"
     serial_func.__module__ = py_func.__module__
-    serial = numba.njit(parallel=False, cache=True, fastmath=FASTMATH)(serial_func)
+    serial = numba.njit(**JIT_OPTIONS, parallel=False)(serial_func)
     return types.SimpleNamespace(parallel=parallel, serial=serial, name=py_func.__name__)
 
 

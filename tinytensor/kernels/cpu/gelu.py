@@ -19,68 +19,56 @@ from numba import prange
 from .dispatch import pick, twin_jit
 from .scalar_math import fast_exp, fast_tanh
 
-BLOCK = 4096  # elements per parallel task: large enough to vectorize, small enough to balance
+# NOTE: flat prange loops (no blocks of indices): LLVM vectorizes those in both twins.
 
 
 @twin_jit
 def _gelu_tanh_forward(x, z, opt):
-    n = x.shape[0]
     k0 = x.dtype.type(math.sqrt(2.0 / math.pi))
     a = x.dtype.type(0.044715)
     half = x.dtype.type(0.5)
     one = x.dtype.type(1.0)
+    zero = x.dtype.type(0.0)
     tail = x.dtype.type(-0.5)
-    for blk in prange((n + BLOCK - 1) // BLOCK):
-        lo, hi = blk * BLOCK, min(n, (blk + 1) * BLOCK)
-        for i in range(lo, hi):  # vectorized: the rational tanh
-            v = x[i]
-            o = one + fast_tanh(k0 * (v + a * v * v * v))
-            opt[i] = o
-            z[i] = half * v * o
-        for i in range(lo, hi):  # u < -1/2: 1 + t = 2e/(1 + e), e = exp(2u), without cancelling
-            v = x[i]
-            u = k0 * (v + a * v * v * v)
-            if u < tail:
-                e = fast_exp(u + u)
-                o = (e + e) / (one + e)
-                opt[i] = o
-                z[i] = half * v * o
+    for i in prange(x.shape[0]):
+        v = x[i]
+        u = k0 * (v + a * v * v * v)
+        # u < -1/2: 1 + t = 2e/(1 + e) with e = exp(2u) (computed for every element, clamped, so
+        # the loop has no branch)
+        e = fast_exp(u + u if u < zero else zero)
+        o = (e + e) / (one + e) if u < tail else one + fast_tanh(u)
+        opt[i] = o
+        z[i] = half * v * o
 
 
 @twin_jit
 def _gelu_tanh_backward(x, opt, g, gx):
-    n = x.shape[0]
     k0 = x.dtype.type(math.sqrt(2.0 / math.pi))
     a3 = x.dtype.type(3 * 0.044715)
     half = x.dtype.type(0.5)
     one = x.dtype.type(1.0)
     two = x.dtype.type(2.0)
-    for blk in prange((n + BLOCK - 1) // BLOCK):
-        for i in range(blk * BLOCK, min(n, (blk + 1) * BLOCK)):
-            v, o = x[i], opt[i]
-            inner = k0 * (a3 * v * v + one)
-            # ½(1 + t) = ½·o and 1 - t² = (2 - o)·o, with o = 1 + t kept accurate in both tails
-            gx[i] = g[i] * (half * o + half * v * ((two - o) * o) * inner)
+    for i in prange(x.shape[0]):
+        v, o = x[i], opt[i]
+        inner = k0 * (a3 * v * v + one)
+        # ½(1 + t) = ½·o and 1 - t² = (2 - o)·o, with o = 1 + t kept accurate in both tails
+        gx[i] = g[i] * (half * o + half * v * ((two - o) * o) * inner)
 
 
 @twin_jit
 def _gelu_exact_forward(x, z, cdf):
-    n = x.shape[0]
-    for blk in prange((n + BLOCK - 1) // BLOCK):
-        for i in range(blk * BLOCK, min(n, (blk + 1) * BLOCK)):
-            c = 0.5 * (1.0 + math.erf(x[i] * (1.0 / math.sqrt(2.0))))
-            cdf[i] = c
-            z[i] = x[i] * c
+    for i in prange(x.shape[0]):
+        c = 0.5 * (1.0 + math.erf(x[i] * (1.0 / math.sqrt(2.0))))
+        cdf[i] = c
+        z[i] = x[i] * c
 
 
 @twin_jit
 def _gelu_exact_backward(x, cdf, g, gx):
-    n = x.shape[0]
     inv_sqrt_2pi = 1.0 / math.sqrt(2.0 * math.pi)
-    for blk in prange((n + BLOCK - 1) // BLOCK):
-        for i in range(blk * BLOCK, min(n, (blk + 1) * BLOCK)):
-            v = x[i]
-            gx[i] = g[i] * (cdf[i] + v * (math.exp(-0.5 * v * v) * inv_sqrt_2pi))
+    for i in prange(x.shape[0]):
+        v = x[i]
+        gx[i] = g[i] * (cdf[i] + v * (math.exp(-0.5 * v * v) * inv_sqrt_2pi))
 
 
 def gelu_forward(x, approximate):
