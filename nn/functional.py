@@ -30,6 +30,8 @@ from tinytensor.ops import (  # noqa: F401 - re-exported
 from tinytensor.ops import cross_entropy as _fused_cross_entropy
 from tinytensor.ops import relu as _relu
 from tinytensor.ops import where as _where
+from tinytensor.ops._checks import check_finite, check_real, check_tensor
+from tinytensor.ops._util import normalize_dim
 from tinytensor.tensor import Tensor
 
 _REDUCTIONS = ("mean", "sum", "none")
@@ -254,7 +256,8 @@ def nll_loss(input, target, weight=None, ignore_index=-100, reduction="mean"):  
     ids[~keep._array] = 0
     c = x.shape[1]
     if ids.size and (int(ids.min()) < 0 or int(ids.max()) >= c):
-        raise IndexError(f"nll_loss: a target id is out of range for {c} classes")
+        bad = int(ids.min()) if int(ids.min()) < 0 else int(ids.max())
+        raise IndexError(f"nll_loss: target id {bad} is out of range for {c} classes")
     picked = x.gather(1, Tensor._wrap(ids[:, None], False, None)).reshape(-1)  # (N,)
     picked_weight = keep.to(x.dtype)
     if weight is not None:
@@ -379,8 +382,9 @@ def normalize(input, p=2.0, dim=1, eps=1e-12):  # noqa: A002
     NOTE: the clamp is applied to Σ|x|^p before the root, which gives the same value but keeps
     the gradient finite (zero) for an all-zero vector instead of 0·∞ = NaN.
     """
-    if input.dtype.kind != "f":
+    if check_tensor(input, "normalize").dtype.kind != "f":
         raise TypeError(f"normalize: input must be floating point, got {input.dtype}")
+    dim = normalize_dim(dim, input.ndim, "normalize")
     if p == 2:
         total = (input * input).sum(dim=dim, keepdim=True)
         norm = clamp(total, min=eps * eps).sqrt()
@@ -436,8 +440,7 @@ def info_nce(a, b, temperature=0.07, symmetric=True, reduction="mean"):
         raise ValueError(
             f"info_nce: a and b must both be (N, D), got {tuple(a.shape)} and {tuple(b.shape)}"
         )
-    if temperature <= 0:
-        raise ValueError(f"info_nce: temperature must be positive, got {temperature}")
+    check_finite(temperature, "info_nce", "temperature", low=0.0, low_open=True)
     logits = normalize(a, dim=1) @ normalize(b, dim=1).T / temperature  # (N, N)
     labels = arange(a.shape[0], device=a.device)
     loss = cross_entropy(logits, labels, reduction=reduction)
@@ -475,4 +478,5 @@ def leaky_relu(input, negative_slope=0.01):  # noqa: A002
     """x for x > 0, negative_slope·x elsewhere."""
     from tinytensor.ops import where
 
-    return where(input > 0, input, input * negative_slope)
+    check_real(negative_slope, "leaky_relu", "negative_slope")
+    return where(check_tensor(input, "leaky_relu") > 0, input, input * negative_slope)

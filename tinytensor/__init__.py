@@ -77,6 +77,7 @@ from .ops import (
     argmin,
     argsort,
     argwhere,
+    bitwise_not,
     cat,
     chunk,
     clamp,

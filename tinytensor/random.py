@@ -40,6 +40,8 @@ default_generator = Generator(0)
 
 def manual_seed(seed: int) -> Generator:
     """Seeds the global generator: runs that seed the same draw the same numbers."""
+    if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool):
+        raise TypeError(f"manual_seed: seed must be an int, got {type(seed).__name__} {seed!r}")
     return default_generator.manual_seed(int(seed))
 
 

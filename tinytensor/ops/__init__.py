@@ -6,6 +6,7 @@ from .diagonal import diagonal, trace
 from .elementwise import (
     abs,
     add,
+    bitwise_not,
     cast,
     clamp,
     clone,

@@ -11,7 +11,7 @@ from ..backend import get_array_module
 from ..tensor import Tensor, _as_array
 
 
-def as_tensor_like(value, like: Tensor) -> Tensor:
+def as_tensor_like(value, like: Tensor, op: str = "op", name: str = "other") -> Tensor:
     """`value` as a Tensor on `like`'s device. A Python number takes `like`'s dtype (as in
     PyTorch, `x * 2` keeps x's dtype), unless a float meets an integer tensor."""
     if isinstance(value, Tensor):
@@ -25,15 +25,27 @@ def as_tensor_like(value, like: Tensor) -> Tensor:
         return Tensor._wrap(xp.asarray(value, dtype=dtype), False, None)
     if isinstance(value, (list, tuple)) or hasattr(value, "__array__"):
         return Tensor._wrap(_as_array(value, None, like.device), False, None)
-    raise TypeError(f"expected a Tensor or a number, got {type(value).__name__}")
+    raise TypeError(
+        f"{op}: argument '{name}' must be a Tensor or a number, got {type(value).__name__} "
+        f"{value!r:.60}"
+    )
 
 
-def binary_operands(a, b):
-    """Both operands as Tensors; at least one of them must already be a Tensor."""
+def binary_operands(a, b, op: str = "op"):
+    """Both operands as Tensors. One of them must be a Tensor, except that two plain numbers
+    make 0-d tensors (as `torch.add(1, 2)`); lists need a Tensor beside them (as PyTorch)."""
     if isinstance(a, Tensor):
-        b = as_tensor_like(b, a)
+        b = as_tensor_like(b, a, op, "other")
+    elif isinstance(b, Tensor):
+        a = as_tensor_like(a, b, op, "input")
+    elif isinstance(a, numbers.Number) and isinstance(b, numbers.Number):
+        a = Tensor._wrap(_as_array(a, None, None), False, None)
+        b = as_tensor_like(b, a, op, "other")
     else:
-        a = as_tensor_like(a, b)
+        raise TypeError(
+            f"{op}: expected a Tensor argument, got {type(a).__name__} {a!r:.40} and "
+            f"{type(b).__name__} {b!r:.40}"
+        )
     if a.dtype != b.dtype:
         target = result_dtype(a, b)
         a = a if a.dtype == target else a.to(target)
@@ -67,8 +79,8 @@ def floating(x: Tensor) -> Tensor:
 
 def normalize_dim(dim, ndim, op):
     """A dimension index in [0, ndim), from PyTorch-style possibly negative `dim`."""
-    if not isinstance(dim, (int, np.integer)):
-        raise TypeError(f"{op}: dim must be an int, got {type(dim).__name__}")
+    if not isinstance(dim, (int, np.integer)) or isinstance(dim, bool):
+        raise TypeError(f"{op}: dim must be an int, got {type(dim).__name__} {dim!r}")
     n = max(ndim, 1)
     if not -n <= dim < n:
         raise IndexError(f"{op}: dim {dim} is out of range for a tensor with {ndim} dimensions")
@@ -76,12 +88,15 @@ def normalize_dim(dim, ndim, op):
 
 
 def normalize_dims(dim, ndim, op):
-    """`dim` (None, int or a sequence) as a sorted tuple of non-negative axes."""
+    """`dim` (None, int or a sequence) as a sorted tuple of distinct non-negative axes."""
     if dim is None or (isinstance(dim, (list, tuple)) and not dim):
         # NOTE: PyTorch reads an empty dim list as "all dims" (x.sum(dim=()) is the full sum)
         return tuple(range(ndim))
     if isinstance(dim, (list, tuple)):
-        axes = tuple(sorted({normalize_dim(d, ndim, op) for d in dim}))
+        axes = [normalize_dim(d, ndim, op) for d in dim]
+        if len(set(axes)) != len(axes):  # as PyTorch: sum(dim=(0, 0)) is an error, not a sum
+            raise ValueError(f"{op}: dim {dim!r} names a dimension more than once")
+        axes = tuple(sorted(axes))
     else:
         axes = (normalize_dim(dim, ndim, op),)
     return axes if ndim else ()  # a 0-d tensor accepts dim 0 or -1 (as PyTorch): nothing to reduce

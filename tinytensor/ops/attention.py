@@ -14,6 +14,7 @@ from ..backend import get_array_module
 from ..function import Function
 from ..kernels.cpu.dispatch import kernels_for
 from ..tensor import Tensor, devices_mismatch_error
+from ._checks import check_finite, check_probability
 from .nn_ops import dropout_keep_mask
 
 
@@ -131,7 +132,10 @@ class ScaledDotProductAttention(Function):
 def _check_inputs(q, k, v, enable_gqa):
     for name, t in (("query", q), ("key", k), ("value", v)):
         if not isinstance(t, Tensor):
-            raise TypeError(f"scaled_dot_product_attention: {name} must be a Tensor")
+            raise TypeError(
+                f"scaled_dot_product_attention: {name} must be a Tensor, got "
+                f"{type(t).__name__} {t!r:.40}"
+            )
         if t.ndim < 2:
             raise ValueError(
                 f"scaled_dot_product_attention: {name} needs (..., N, d), got {t.shape}"
@@ -327,6 +331,9 @@ def scaled_dot_product_attention(
     Three implementations compute this, chosen per call (see `attention_backend`): "naive"
     (materializes the scores), "tiled" (FlashAttention-2 in NumPy) and "cuda" (fused kernels).
     """
+    check_probability(dropout_p, "scaled_dot_product_attention", "dropout_p")
+    if scale is not None:
+        check_finite(scale, "scaled_dot_product_attention", "scale")
     groups = _check_inputs(query, key, value, enable_gqa)
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale)
     impl = choose_attention_impl(query, key, value, attn_mask, dropout_p, key_lengths)

@@ -13,6 +13,7 @@ from ..backend import get_array_module, is_cupy_array
 from ..function import Function
 from ..kernels.cpu.dispatch import kernels_for
 from ..tensor import Tensor
+from ._checks import check_real, check_tensor
 from ._util import as_tensor_like, binary_operands, floating
 
 
@@ -473,19 +474,19 @@ class LogicalNot(Function):
 
 
 def add(a, b):
-    return Add.apply(*binary_operands(a, b))
+    return Add.apply(*binary_operands(a, b, "add"))
 
 
 def sub(a, b):
-    return Sub.apply(*binary_operands(a, b))
+    return Sub.apply(*binary_operands(a, b, "sub"))
 
 
 def mul(a, b):
-    return Mul.apply(*binary_operands(a, b))
+    return Mul.apply(*binary_operands(a, b, "mul"))
 
 
 def div(a, b):
-    a, b = binary_operands(a, b)
+    a, b = binary_operands(a, b, "div")
     if a.dtype.kind != "f" and b.dtype.kind != "f":  # true division of integers gives floats
         # both: an int64 divisor would promote the default float dtype to float64
         a, b = a.to(dtypes.get_default_dtype()), b.to(dtypes.get_default_dtype())
@@ -493,7 +494,7 @@ def div(a, b):
 
 
 def neg(x):
-    return Neg.apply(x)
+    return Neg.apply(check_tensor(x, "neg"))
 
 
 def pow(base, exponent):  # noqa: A001 - PyTorch's name
@@ -501,72 +502,77 @@ def pow(base, exponent):  # noqa: A001 - PyTorch's name
         if not isinstance(exponent, (int, float)):
             raise TypeError(f"pow: exponent must be a number or a Tensor, got {exponent!r}")
         return PowScalar.apply(base, p=exponent)
-    return Pow.apply(*binary_operands(base, exponent))
+    return Pow.apply(*binary_operands(base, exponent, "pow"))
 
 
 def exp(x):
-    return Exp.apply(floating(x))
+    return Exp.apply(floating(check_tensor(x, "exp")))
 
 
 def log(x):
-    return Log.apply(floating(x))
+    return Log.apply(floating(check_tensor(x, "log")))
 
 
 def sqrt(x):
-    return Sqrt.apply(floating(x))
+    return Sqrt.apply(floating(check_tensor(x, "sqrt")))
 
 
 def rsqrt(x):
-    return Rsqrt.apply(floating(x))
+    return Rsqrt.apply(floating(check_tensor(x, "rsqrt")))
 
 
 def abs(x):  # noqa: A001 - PyTorch's name
-    return Abs.apply(x)
+    return Abs.apply(check_tensor(x, "abs"))
 
 
 def sin(x):
-    return Sin.apply(floating(x))
+    return Sin.apply(floating(check_tensor(x, "sin")))
 
 
 def cos(x):
-    return Cos.apply(floating(x))
+    return Cos.apply(floating(check_tensor(x, "cos")))
 
 
 def tanh(x):
-    return Tanh.apply(floating(x))
+    return Tanh.apply(floating(check_tensor(x, "tanh")))
 
 
 def sigmoid(x):
-    return Sigmoid.apply(floating(x))
+    return Sigmoid.apply(floating(check_tensor(x, "sigmoid")))
 
 
 def relu(x):
-    return Relu.apply(x)
+    return Relu.apply(check_tensor(x, "relu"))
 
 
 def gelu(x, approximate="none"):
     """GELU: x·Φ(x); `approximate="tanh"` uses GPT-2's tanh formula."""
     if approximate not in ("none", "tanh"):
         raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
-    return Gelu.apply(x, approximate=approximate)
+    return Gelu.apply(check_tensor(x, "gelu"), approximate=approximate)
 
 
 def silu(x):
-    return Silu.apply(x)
+    return Silu.apply(check_tensor(x, "silu"))
 
 
 def maximum(a, b):
-    return Maximum.apply(*binary_operands(a, b))
+    check_tensor(a, "maximum", "input"), check_tensor(b, "maximum", "other")  # as PyTorch
+    return Maximum.apply(*binary_operands(a, b, "maximum"))
 
 
 def minimum(a, b):
-    return Minimum.apply(*binary_operands(a, b))
+    check_tensor(a, "minimum", "input"), check_tensor(b, "minimum", "other")  # as PyTorch
+    return Minimum.apply(*binary_operands(a, b, "minimum"))
 
 
 def clamp(x, min=None, max=None):  # noqa: A002 - PyTorch's argument names
     if min is None and max is None:
         raise ValueError("clamp: at least one of min and max must be given")
-    return Clamp.apply(x, min=min, max=max)
+    for name, bound in (("min", min), ("max", max)):
+        if bound is not None and not isinstance(bound, Tensor):
+            check_real(bound, "clamp", name)
+    return Clamp.apply(check_tensor(x, "clamp"), min=min, max=max)
 
 
 def where(condition, x, y):
@@ -574,10 +580,10 @@ def where(condition, x, y):
     like = x if isinstance(x, Tensor) else y
     if not isinstance(like, Tensor):
         raise TypeError("where: at least one of x and y must be a Tensor")
-    condition = as_tensor_like(condition, like)
+    check_tensor(condition, "where", "condition")
     if condition.dtype != dtypes.bool:
         raise TypeError(f"where: condition must be a bool tensor, got {condition.dtype}")
-    x, y = binary_operands(x, y)
+    x, y = binary_operands(x, y, "where")
     if condition.device != x.device:
         from ..tensor import devices_mismatch_error
 
@@ -587,7 +593,8 @@ def where(condition, x, y):
 
 def masked_fill(x, mask, value):
     """`value` where `mask` is True, `x` elsewhere; mask broadcasts to x's shape."""
-    mask = as_tensor_like(mask, x)
+    check_tensor(x, "masked_fill")
+    mask = as_tensor_like(mask, x, "masked_fill", "mask")
     if mask.dtype != dtypes.bool:
         raise TypeError(f"masked_fill: mask must be a bool tensor, got {mask.dtype}")
     if mask.device != x.device:
@@ -596,6 +603,8 @@ def masked_fill(x, mask, value):
         raise devices_mismatch_error("masked_fill", (x, mask))
     if isinstance(value, Tensor):
         value = value.item()
+    elif not isinstance(value, (bool, int, float)):
+        check_real(value, "masked_fill", "value")
     return MaskedFill.apply(x, mask=mask._array, value=value)
 
 
@@ -612,11 +621,22 @@ def clone(x):
 
 
 def compare(a, b, op):
-    return Compare.apply(*binary_operands(a, b), op=op)
+    return Compare.apply(*binary_operands(a, b, op), op=op)
 
 
 def logical_not(x):
-    return LogicalNot.apply(x)
+    return LogicalNot.apply(check_tensor(x, "logical_not"))
+
+
+def bitwise_not(x):
+    """~x: bitwise NOT of an integer tensor, logical NOT of a bool one; floats are refused (as
+    PyTorch: `~float_tensor` is a TypeError, where logical_not would quietly give a mask)."""
+    check_tensor(x, "bitwise_not")
+    if x.dtype.kind == "f":
+        raise TypeError(f"bitwise_not (~): needs an integer or bool tensor, got {x.dtype}")
+    if x.dtype.kind == "b":
+        return LogicalNot.apply(x)
+    return Tensor._wrap(get_array_module(x._array).invert(x._array), False, None)
 
 
 def logical_and(a, b):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ..amp import cast_for_matmul
 from ..function import Function
+from ._checks import check_tensor
 
 
 def _swap(a):
@@ -77,7 +78,8 @@ def _matmul_error(x, y):
 def matmul(x, y):
     from ._util import binary_operands
 
-    x, y = cast_for_matmul(*binary_operands(x, y))
+    check_tensor(x, "matmul"), check_tensor(y, "matmul", "other")  # as torch: no Python numbers
+    x, y = cast_for_matmul(*binary_operands(x, y, "matmul"))
     if x.ndim == 0 or y.ndim == 0:
         raise ValueError(f"matmul: both arguments need at least 1 dim, got {x.shape} and {y.shape}")
     if x.shape[-1] != y.shape[-2 if y.ndim > 1 else 0]:
@@ -92,6 +94,9 @@ def matmul(x, y):
 
 def linear(x, weight, bias=None):
     """y = x Wᵀ + b with W of shape (out_features, in_features), as `torch.nn.functional.linear`."""
+    check_tensor(x, "linear"), check_tensor(weight, "linear", "weight")
+    if bias is not None:
+        check_tensor(bias, "linear", "bias")
     x, weight, bias = cast_for_matmul(x, weight, bias)
     if weight.ndim != 2 or x.ndim == 0 or x.shape[-1] != weight.shape[1]:
         raise ValueError(

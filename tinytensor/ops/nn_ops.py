@@ -12,6 +12,7 @@ from ..backend import get_array_module, is_cupy_array
 from ..function import Function
 from ..kernels.cpu.dispatch import kernels_for
 from ..tensor import Tensor
+from ._checks import check_indices_in_range, check_int, check_probability, check_tensor, sizes
 from ._util import normalize_dim
 
 
@@ -295,17 +296,18 @@ class Dropout(Function):
 
 def softmax(x, dim, dtype=None):
     """`dtype` casts the input first (as PyTorch), e.g. float32 logits softmaxed in float64."""
-    x = x if dtype is None else x.to(dtype)
+    x = check_tensor(x, "softmax") if dtype is None else check_tensor(x, "softmax").to(dtype)
     return Softmax.apply(x, axis=normalize_dim(dim, x.ndim, "softmax"))
 
 
 def log_softmax(x, dim, dtype=None):
+    x = check_tensor(x, "log_softmax")
     x = x if dtype is None else x.to(dtype)
     return LogSoftmax.apply(x, axis=normalize_dim(dim, x.ndim, "log_softmax"))
 
 
 def _check_float(x, op):
-    if x.dtype.kind != "f":
+    if check_tensor(x, op).dtype.kind != "f":
         raise TypeError(f"{op}: expected a floating-point input, got {x.dtype}")
 
 
@@ -325,8 +327,7 @@ def cross_entropy(input, target, ignore_index=-100, reduction="mean", label_smoo
     _check_float(input, "cross_entropy")
     if reduction not in ("mean", "sum", "none"):
         raise ValueError(f"cross_entropy: reduction must be mean, sum or none, got {reduction!r}")
-    if not 0.0 <= label_smoothing <= 1.0:
-        raise ValueError(f"cross_entropy: label_smoothing must be in [0, 1], got {label_smoothing}")
+    check_probability(label_smoothing, "cross_entropy", "label_smoothing")
     if not isinstance(target, Tensor):
         raise TypeError(f"cross_entropy: target must be a Tensor, got {type(target).__name__}")
     if target.device != input.device:
@@ -381,14 +382,14 @@ def cross_entropy(input, target, ignore_index=-100, reduction="mean", label_smoo
     return loss
 
 
-def _normalized_shape(shape):
-    return (shape,) if isinstance(shape, int) else tuple(shape)
+def _normalized_shape(shape, op):
+    return sizes((shape,), op)
 
 
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):  # noqa: A002
     """LayerNorm over the trailing dims `normalized_shape`, as `torch.nn.functional.layer_norm`."""
     _check_float(input, "layer_norm")
-    shape = _normalized_shape(normalized_shape)
+    shape = _normalized_shape(normalized_shape, "layer_norm")
     if tuple(input.shape[input.ndim - len(shape) :]) != shape:
         raise ValueError(
             f"layer_norm: input shape {tuple(input.shape)} does not end with normalized_shape "
@@ -415,7 +416,7 @@ def rms_norm(input, normalized_shape, weight=None, eps=None):  # noqa: A002
     `eps=None` means the machine epsilon of the input's dtype, as `torch.nn.functional.rms_norm`.
     """
     _check_float(input, "rms_norm")
-    shape = _normalized_shape(normalized_shape)
+    shape = _normalized_shape(normalized_shape, "rms_norm")
     if tuple(input.shape[input.ndim - len(shape) :]) != shape:
         raise ValueError(
             f"rms_norm: input shape {tuple(input.shape)} does not end with normalized_shape {shape}"
@@ -439,7 +440,9 @@ def embedding(input, weight, padding_idx=None):  # noqa: A002
         from ..tensor import devices_mismatch_error
 
         raise devices_mismatch_error("embedding", (input, weight))
-    n = weight.shape[0]
+    n = check_tensor(weight, "embedding", "weight").shape[0]
+    if padding_idx is not None and not -n <= check_int(padding_idx, "embedding", "padding_idx") < n:
+        raise ValueError(f"embedding: padding_idx {padding_idx} is out of range for {n} embeddings")
     if input._array.size and (int(input._array.min()) < 0 or int(input._array.max()) >= n):
         bad = int(input._array.max()) if int(input._array.max()) >= n else int(input._array.min())
         raise IndexError(f"embedding: id {bad} is out of range for {n} embeddings")
@@ -448,8 +451,7 @@ def embedding(input, weight, padding_idx=None):  # noqa: A002
 
 def dropout(input, p=0.5, training=True, generator=None):  # noqa: A002
     """Inverted dropout: zeroes each element with probability p and scales the rest by 1/(1-p)."""
-    if not 0.0 <= p <= 1.0:
-        raise ValueError(f"dropout: p must be in [0, 1], got {p}")
+    check_probability(p, "dropout")
     if not training or p == 0.0:
         return input
     keep = dropout_keep_mask(input.shape, p, input.dtype, input.device, generator)
@@ -469,12 +471,12 @@ def dropout_keep_mask(shape, p, dtype, device, generator=None):
 
 def one_hot(tensor, num_classes=-1):
     """int64 one-hot encoding with a new last dim of size num_classes (inferred if -1)."""
-    if tensor.dtype.kind not in "iu":
+    if check_tensor(tensor, "one_hot").dtype.kind not in "iu":
         raise TypeError(f"one_hot: expected an integer tensor, got {tensor.dtype}")
+    check_int(num_classes, "one_hot", "num_classes", minimum=-1)
     xp = get_array_module(tensor._array)
     if num_classes < 0:
         num_classes = int(tensor._array.max()) + 1 if tensor._array.size else 0
-    if tensor._array.size and (tensor._array.min() < 0 or tensor._array.max() >= num_classes):
-        raise IndexError(f"one_hot: class values must be in [0, {num_classes})")
+    check_indices_in_range(tensor._array, num_classes, "one_hot", f"{num_classes} classes")
     out = (tensor._array[..., None] == xp.arange(num_classes)).astype(dtypes.int64)
     return Tensor._wrap(out, False, None)

@@ -8,6 +8,7 @@ from collections import namedtuple
 from ..backend import get_array_module
 from ..function import Function
 from ..tensor import Tensor
+from ._checks import check_tensor
 from ._util import normalize_dim, normalize_dims
 
 MaxMin = namedtuple("MaxMin", ["values", "indices"])  # what max(dim)/min(dim) return, as PyTorch
@@ -158,11 +159,12 @@ class AnyAll(Function):
 
 
 def sum(x, dim=None, keepdim=False):  # noqa: A001 - PyTorch's name
+    check_tensor(x, "sum")
     return Sum.apply(x, axes=normalize_dims(dim, x.ndim, "sum"), keepdim=keepdim)
 
 
 def mean(x, dim=None, keepdim=False):
-    if x.dtype.kind != "f":
+    if check_tensor(x, "mean").dtype.kind != "f":
         raise TypeError(f"mean: expected a floating-point tensor, got {x.dtype}; use .float()")
     return Mean.apply(x, axes=normalize_dims(dim, x.ndim, "mean"), keepdim=keepdim)
 
@@ -175,20 +177,34 @@ def _correction(unbiased, correction):
 
 def var(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
     """Variance; `correction=1` (or `unbiased=True`, the default) divides by n - 1."""
+    check_tensor(x, "var")
     axes = normalize_dims(dim, x.ndim, "var")
     return Var.apply(x, axes=axes, keepdim=keepdim, correction=_correction(unbiased, correction))
 
 
 def std(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
     """Standard deviation √var; `correction` as in `var`."""
+    check_tensor(x, "std")
     axes = normalize_dims(dim, x.ndim, "std")
     return Std.apply(x, axes=axes, keepdim=keepdim, correction=_correction(unbiased, correction))
 
 
+def _check_not_empty(x, axes, op):
+    """max/min/argmax/argmin have no identity: reducing a zero-length dim is an error (as
+    PyTorch), not NumPy's 'zero-size array to reduction operation maximum'."""
+    if builtins.any(x.shape[a] == 0 for a in axes) or (not axes and x._array.size == 0):
+        raise ValueError(
+            f"{op}: cannot reduce over a zero-length dimension of a tensor of shape {x.shape}"
+        )
+
+
 def _extreme(op, x, dim, keepdim, arg):
+    check_tensor(x, op.reducer)
     if dim is None:
+        _check_not_empty(x, tuple(range(x.ndim)), op.reducer)
         return op.apply(x, axes=tuple(range(x.ndim)), keepdim=False)
     axis = normalize_dim(dim, x.ndim, op.reducer)
+    _check_not_empty(x, (axis,) if x.ndim else (), op.reducer)
     values = op.apply(x, axes=(axis,), keepdim=keepdim)
     return MaxMin(values, ArgExtreme.apply(x, axis=axis, keepdim=keepdim, reducer=arg))
 
@@ -204,30 +220,39 @@ def min(x, dim=None, keepdim=False):  # noqa: A001 - PyTorch's name
 
 
 def amax(x, dim=None, keepdim=False):
-    return Max.apply(x, axes=normalize_dims(dim, x.ndim, "amax"), keepdim=keepdim)
+    axes = normalize_dims(dim, check_tensor(x, "amax").ndim, "amax")
+    _check_not_empty(x, axes, "amax")
+    return Max.apply(x, axes=axes, keepdim=keepdim)
 
 
 def amin(x, dim=None, keepdim=False):
-    return Min.apply(x, axes=normalize_dims(dim, x.ndim, "amin"), keepdim=keepdim)
+    axes = normalize_dims(dim, check_tensor(x, "amin").ndim, "amin")
+    _check_not_empty(x, axes, "amin")
+    return Min.apply(x, axes=axes, keepdim=keepdim)
 
 
 def logsumexp(x, dim, keepdim=False):
+    check_tensor(x, "logsumexp")
     return LogSumExp.apply(x, axes=normalize_dims(dim, x.ndim, "logsumexp"), keepdim=keepdim)
 
 
 def argmax(x, dim=None, keepdim=False) -> Tensor:
-    axis = None if dim is None else normalize_dim(dim, x.ndim, "argmax")
+    axis = None if dim is None else normalize_dim(dim, check_tensor(x, "argmax").ndim, "argmax")
+    _check_not_empty(x, () if axis is None or not x.ndim else (axis,), "argmax")
     return ArgExtreme.apply(x, axis=axis, keepdim=keepdim and axis is not None, reducer="argmax")
 
 
 def argmin(x, dim=None, keepdim=False) -> Tensor:
-    axis = None if dim is None else normalize_dim(dim, x.ndim, "argmin")
+    axis = None if dim is None else normalize_dim(dim, check_tensor(x, "argmin").ndim, "argmin")
+    _check_not_empty(x, () if axis is None or not x.ndim else (axis,), "argmin")
     return ArgExtreme.apply(x, axis=axis, keepdim=keepdim and axis is not None, reducer="argmin")
 
 
 def any(x, dim=None, keepdim=False):  # noqa: A001 - PyTorch's name
+    check_tensor(x, "any")
     return AnyAll.apply(x, axes=normalize_dims(dim, x.ndim, "any"), keepdim=keepdim, reducer="any")
 
 
 def all(x, dim=None, keepdim=False):  # noqa: A001 - PyTorch's name
+    check_tensor(x, "all")
     return AnyAll.apply(x, axes=normalize_dims(dim, x.ndim, "all"), keepdim=keepdim, reducer="all")

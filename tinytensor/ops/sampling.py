@@ -22,13 +22,19 @@ def multinomial(input, num_samples, replacement=False, *, generator=None):  # no
         raise TypeError(f"multinomial: input must be a floating tensor, got {_kind(input)}")
     if input.ndim not in (1, 2):
         raise ValueError(f"multinomial: input must be 1-d or 2-d, got shape {tuple(input.shape)}")
-    if isinstance(num_samples, bool) or not isinstance(num_samples, int) or num_samples <= 0:
+    if isinstance(num_samples, bool) or not isinstance(num_samples, int):
+        raise TypeError(
+            f"multinomial: num_samples must be an int, got {type(num_samples).__name__} "
+            f"{num_samples!r}"
+        )
+    if num_samples <= 0:
         raise ValueError(f"multinomial: num_samples must be a positive int, got {num_samples!r}")
     w = input.numpy().astype("float64").reshape(-1, input.shape[-1])
-    if not (w >= 0).all() or not math.isfinite(float(w.sum())):
+    bad = ~np.isfinite(w) | (w < 0)
+    if bad.any():
         raise ValueError(
-            "multinomial: weights must be finite and non-negative (got a negative, inf "
-            "or NaN weight)"
+            f"multinomial: weights must be finite and non-negative, got {w[bad][0]} "
+            f"(at flat position {int(np.flatnonzero(bad)[0])})"
         )
     totals = w.sum(axis=1)
     if (totals <= 0).any():

@@ -55,7 +55,9 @@ def topk(x, k, dim=-1, largest=True, sorted=True):  # noqa: A002 - PyTorch's arg
     _check_sortable("topk", x)
     axis = normalize_dim(dim, x.ndim, "topk")
     n = x.shape[axis] if x.ndim else 1
-    if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k <= n:
+    if isinstance(k, bool) or not isinstance(k, int):
+        raise TypeError(f"topk: k must be an int, got {type(k).__name__} {k!r}")
+    if not 0 <= k <= n:
         raise ValueError(f"topk: k must be an int in [0, {n}] for dim {dim} of size {n}, got {k!r}")
     if x.ndim == 0:
         return TopkResult(x * 1, argsort(x))

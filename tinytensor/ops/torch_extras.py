@@ -8,6 +8,7 @@ compositions of core ops (their gradients come from those ops' VJPs) or plain al
 from __future__ import annotations
 
 import builtins
+import math
 
 from ..backend import get_array_module, is_cupy_array
 from ..function import Function, shares_memory
@@ -15,6 +16,16 @@ from ..tensor import Tensor
 from . import elementwise as ew
 from . import movement as mv
 from . import reduce as rd
+from ._checks import (
+    check_distinct_dims,
+    check_finite,
+    check_indices_in_range,
+    check_int,
+    check_real,
+    check_tensor,
+    index_tensor,
+)
+from ._checks import sizes as checked_sizes
 from ._util import binary_operands, floating, normalize_dim, normalize_dims
 from .linalg import matmul
 
@@ -57,11 +68,15 @@ class VectorNorm(Function):
         xp = get_array_module(x)
         self.x, self.p, self.axes, self.keepdims = x, p, axes, keepdims
         ax = xp.abs(x)
-        self.n = (ax * ax).sum(axis=axes, keepdims=True) ** 0.5 if p == 2 else (
-            (ax**p).sum(axis=axes, keepdims=True) ** (1.0 / p)
+        self.n = (
+            (ax * ax).sum(axis=axes, keepdims=True) ** 0.5
+            if p == 2
+            else ((ax**p).sum(axis=axes, keepdims=True) ** (1.0 / p))
         )
-        return self.n if keepdims else self.n.reshape(
-            tuple(d for i, d in enumerate(x.shape) if i not in axes)
+        return (
+            self.n
+            if keepdims
+            else self.n.reshape(tuple(d for i, d in enumerate(x.shape) if i not in axes))
         )
 
     def backward(self, g):
@@ -194,40 +209,43 @@ def einsum(equation, *operands):
 
 
 def log1p(x):
-    return Log1p.apply(floating(x))
+    return Log1p.apply(floating(check_tensor(x, "log1p")))
 
 
 def expm1(x):
-    return Expm1.apply(floating(x))
+    return Expm1.apply(floating(check_tensor(x, "expm1")))
 
 
 def erf(x):
-    return Erf.apply(floating(x))
+    return Erf.apply(floating(check_tensor(x, "erf")))
 
 
 def cumsum(x, dim, dtype=None):
+    check_tensor(x, "cumsum")
     out = CumSum.apply(x, axis=normalize_dim(dim, x.ndim, "cumsum"))
     return out if dtype is None else out.to(dtype)
 
 
 def floor(x):
-    return Rounding.apply(x, op="floor")
+    return Rounding.apply(check_tensor(x, "floor"), op="floor")
 
 
 def ceil(x):
-    return Rounding.apply(x, op="ceil")
+    return Rounding.apply(check_tensor(x, "ceil"), op="ceil")
 
 
 def trunc(x):
-    return Rounding.apply(x, op="trunc")
+    return Rounding.apply(check_tensor(x, "trunc"), op="trunc")
 
 
 def sign(x):
-    return Rounding.apply(x, op="sign")
+    return Rounding.apply(check_tensor(x, "sign"), op="sign")
 
 
 def round(x, decimals=0):  # noqa: A001 - PyTorch's name
     """Round half to even (as PyTorch); `decimals` rounds to that many decimal places."""
+    check_tensor(x, "round")
+    check_int(decimals, "round", "decimals")
     if decimals == 0:
         return Rounding.apply(x, op="round")
     scale = 10.0**decimals
@@ -248,11 +266,11 @@ def sub(a, b, *, alpha=1):
 
 
 def square(x):
-    return x * x
+    return check_tensor(x, "square") * x
 
 
 def reciprocal(x):
-    return 1 / x
+    return 1 / check_tensor(x, "reciprocal")
 
 
 def clip(x, min=None, max=None):  # noqa: A002 - PyTorch's argument names
@@ -261,6 +279,9 @@ def clip(x, min=None, max=None):  # noqa: A002 - PyTorch's argument names
 
 def lerp(start, end, weight):
     """start + weight·(end - start)."""
+    check_tensor(start, "lerp", "input"), check_tensor(end, "lerp", "end")
+    if not isinstance(weight, Tensor):
+        check_real(weight, "lerp", "weight")
     return start + weight * (end - start)
 
 
@@ -296,7 +317,7 @@ def le(a, b):
 
 
 def isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
-    a, b = binary_operands(a, b)
+    a, b = binary_operands(a, b, "isclose")
     xp = get_array_module(a._array)
     return Tensor._wrap(xp.isclose(a._array, b._array, rtol, atol, equal_nan), False, None)
 
@@ -363,6 +384,10 @@ def norm(x, p="fro", dim=None, keepdim=False):
 
 
 def softplus(x, beta=1.0, threshold=20.0):
+    check_tensor(x, "softplus")
+    if check_finite(beta, "softplus", "beta") == 0:
+        raise ValueError("softplus: beta must be nonzero (it divides), got 0.0")
+    check_real(threshold, "softplus", "threshold")
     return Softplus.apply(floating(x), beta=beta, threshold=threshold)
 
 
@@ -395,6 +420,10 @@ def movedim(x, source, destination):
     dst = destination if isinstance(destination, (tuple, list)) else (destination,)
     src = [normalize_dim(d, x.ndim, "movedim") for d in src]
     dst = [normalize_dim(d, x.ndim, "movedim") for d in dst]
+    check_distinct_dims(source, src, "movedim", "source")
+    check_distinct_dims(destination, dst, "movedim", "destination")
+    if len(src) != len(dst):
+        raise ValueError(f"movedim: source {source} and destination {destination} differ in length")
     rest = iter(d for d in range(x.ndim) if d not in src)
     placed = dict(zip(dst, src, strict=True))
     order = [placed[i] if i in placed else next(rest) for i in range(x.ndim)]
@@ -403,7 +432,14 @@ def movedim(x, source, destination):
 
 def unflatten(x, dim, sizes):
     d = normalize_dim(dim, x.ndim, "unflatten")
-    return mv.reshape(x, x.shape[:d] + tuple(sizes) + x.shape[d + 1 :])
+    sizes = checked_sizes((sizes,), "unflatten", allow_minus_one=True)
+    known = math.prod(n for n in sizes if n != -1)
+    n = x.shape[d]
+    if sizes.count(-1) > 1 or (-1 not in sizes and known != n) or (known and n % known):
+        raise ValueError(
+            f"unflatten: sizes {sizes} do not multiply to {n} (dim {dim} of {x.shape})"
+        )
+    return mv.reshape(x, x.shape[:d] + sizes + x.shape[d + 1 :])
 
 
 def unbind(x, dim=0):
@@ -413,24 +449,38 @@ def unbind(x, dim=0):
 
 def select(x, dim, index):
     d = normalize_dim(dim, x.ndim, "select")
+    n = x.shape[d]
+    if not -n <= check_int(index, "select", "index") < n:
+        raise IndexError(f"select: index {index} is out of range for dim {dim} of size {n}")
     return x[(slice(None),) * d + (index,)]
 
 
 def narrow(x, dim, start, length):
     d = normalize_dim(dim, x.ndim, "narrow")
+    n = x.shape[d]
+    check_int(start, "narrow", "start"), check_int(length, "narrow", "length", minimum=0)
+    if not -n <= start <= n:
+        raise IndexError(f"narrow: start {start} is out of range for dim {dim} of size {n}")
+    start = start % n if start < 0 else start
+    if start + length > n:
+        raise IndexError(f"narrow: start {start} + length {length} exceeds dim {dim} of size {n}")
     return x[(slice(None),) * d + (slice(start, start + length),)]
 
 
 def index_select(x, dim, index):
     d = normalize_dim(dim, x.ndim, "index_select")
-    if not isinstance(index, Tensor) or index.dtype.kind not in "iu" or index.ndim > 1:
-        raise TypeError("index_select: index must be a 0-d or 1-d integer tensor")
+    index_tensor(index, "index_select")
+    if index.ndim > 1:
+        raise ValueError(f"index_select: index must be 0-d or 1-d, got shape {tuple(index.shape)}")
+    # NOTE: negative indices are out of range here, as in PyTorch (NumPy would wrap -1)
+    check_indices_in_range(index._array, x.shape[d], "index_select", f"dim {dim} of {x.shape}")
     return x[(slice(None),) * d + (index.reshape(-1),)]
 
 
 def flip(x, dims):
     dims = dims if isinstance(dims, (tuple, list)) else (dims,)
-    axes = {normalize_dim(d, x.ndim, "flip") for d in dims}
+    axes = [normalize_dim(d, x.ndim, "flip") for d in dims]
+    check_distinct_dims(dims, axes, "flip", "dims")
     view = x[tuple(slice(None, None, -1) if i in axes else slice(None) for i in range(x.ndim))]
     return ew.clone(view)  # NOTE: a copy, as torch.flip (NumPy's flip would be a view)
 
@@ -440,6 +490,10 @@ def roll(x, shifts, dims=None):
         return roll(mv.reshape(x, -1), shifts, 0).reshape(x.shape)
     shifts = shifts if isinstance(shifts, (tuple, list)) else (shifts,)
     dims = dims if isinstance(dims, (tuple, list)) else (dims,)
+    for s in shifts:
+        check_int(s, "roll", "shifts")
+    if len(shifts) != len(dims):
+        raise ValueError(f"roll: shifts {shifts} and dims {dims} differ in length")
     out = x
     for s, d in zip(shifts, dims, strict=True):
         d = normalize_dim(d, x.ndim, "roll")
@@ -453,7 +507,7 @@ def roll(x, shifts, dims=None):
 
 def repeat(x, *sizes):
     """Tiles x `sizes[i]` times along dim i (leading new dims allowed), as `Tensor.repeat`."""
-    sizes = mv._shape_arg(sizes)
+    sizes = checked_sizes(sizes, "repeat")
     if len(sizes) < x.ndim:
         raise ValueError(f"repeat: {sizes} has fewer dims than the tensor's {tuple(x.shape)}")
     shape = (1,) * (len(sizes) - x.ndim) + tuple(x.shape)
@@ -468,7 +522,7 @@ def repeat(x, *sizes):
 
 
 def tile(x, dims):
-    dims = tuple(dims)
+    dims = checked_sizes((dims,), "tile")
     return repeat(x, (1,) * (x.ndim - len(dims)) + dims)
 
 
@@ -487,8 +541,13 @@ def masked_select(x, mask):
 def pad(input, pad, mode="constant", value=0.0):  # noqa: A002 - PyTorch's argument names
     """Constant padding as `torch.nn.functional.pad`: `pad` = (left, right) for the last dim,
     then (left, right) for the one before, ...; negative amounts crop."""
-    if mode != "constant":
+    if mode in ("reflect", "replicate", "circular"):
         raise NotImplementedError(f"pad: only mode='constant' is supported, got {mode!r}")
+    if mode != "constant":
+        raise ValueError(f"pad: mode must be 'constant', got {mode!r}")
+    check_tensor(input, "pad")
+    for amount in pad:
+        check_int(amount, "pad", "pad")
     if len(pad) % 2 or len(pad) // 2 > input.ndim:
         raise ValueError(f"pad: {pad} must hold pairs for at most {input.ndim} dims")
     from ..creation import full
