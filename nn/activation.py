@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from tinytensor.ops import gelu, log_softmax, relu, sigmoid, silu, softmax, tanh
+from tinytensor.ops._checks import check_int, check_real
 
 from .module import Module
 
@@ -24,6 +25,7 @@ class LeakyReLU(Module):
 
     def __init__(self, negative_slope=0.01, inplace=False):
         super().__init__()
+        check_real(negative_slope, "LeakyReLU", "negative_slope")
         self.negative_slope, self.inplace = negative_slope, inplace
 
     def forward(self, x):
@@ -37,6 +39,8 @@ class Softmax(Module):
 
     def __init__(self, dim=None):
         super().__init__()
+        if dim is not None:
+            check_int(dim, "Softmax", "dim")
         self.dim = dim
 
     def forward(self, x):
@@ -48,6 +52,8 @@ class LogSoftmax(Module):
 
     def __init__(self, dim=None):
         super().__init__()
+        if dim is not None:
+            check_int(dim, "LogSoftmax", "dim")
         self.dim = dim
 
     def forward(self, x):

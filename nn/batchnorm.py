@@ -5,6 +5,7 @@ from __future__ import annotations
 from tinytensor.creation import ones, tensor, zeros
 from tinytensor.dtypes import int64
 from tinytensor.function import no_grad
+from tinytensor.ops._checks import check_finite, check_int
 
 from .module import Module
 from .parameter import Parameter
@@ -42,6 +43,10 @@ class BatchNorm1d(Module):
         dtype=None,
     ):
         super().__init__()
+        check_int(num_features, "BatchNorm1d", "num_features", minimum=0)
+        check_finite(eps, "BatchNorm1d", "eps", low=0.0)
+        if momentum is not None:  # None: a cumulative average, as PyTorch
+            check_finite(momentum, "BatchNorm1d", "momentum", low=0.0, high=1.0)
         self.num_features, self.eps, self.momentum = int(num_features), float(eps), momentum
         self.affine, self.track_running_stats = affine, track_running_stats
         self.weight = self.bias = None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from tinytensor.ops import dropout
+from tinytensor.ops._checks import check_probability
 
 from .module import Module
 
@@ -13,8 +14,7 @@ class Dropout(Module):
 
     def __init__(self, p=0.5):
         super().__init__()
-        if not 0.0 <= p <= 1.0:
-            raise ValueError(f"Dropout: p must be in [0, 1], got {p}")
+        check_probability(p, "Dropout")
         self.p = float(p)
 
     def forward(self, x):

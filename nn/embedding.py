@@ -5,6 +5,7 @@ from __future__ import annotations
 from tinytensor.creation import empty
 from tinytensor.function import no_grad
 from tinytensor.ops import embedding
+from tinytensor.ops._checks import check_int
 
 from . import init
 from .module import Module
@@ -33,8 +34,10 @@ class Embedding(Module):
 
     def __init__(self, num_embeddings, embedding_dim, padding_idx=None, device=None, dtype=None):
         super().__init__()
-        self.num_embeddings, self.embedding_dim = int(num_embeddings), int(embedding_dim)
+        self.num_embeddings = check_int(num_embeddings, "Embedding", "num_embeddings", minimum=0)
+        self.embedding_dim = check_int(embedding_dim, "Embedding", "embedding_dim", minimum=0)
         if padding_idx is not None:
+            check_int(padding_idx, "Embedding", "padding_idx")
             if not -num_embeddings <= padding_idx < num_embeddings:
                 raise ValueError(
                     f"Embedding: padding_idx {padding_idx} is out of range for {num_embeddings} "

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from tinytensor.ops._checks import check_int
+
 from .module import Module
 
 
@@ -10,6 +12,7 @@ class Flatten(Module):
 
     def __init__(self, start_dim=1, end_dim=-1):
         super().__init__()
+        check_int(start_dim, "Flatten", "start_dim"), check_int(end_dim, "Flatten", "end_dim")
         self.start_dim, self.end_dim = start_dim, end_dim
 
     def forward(self, x):
@@ -21,6 +24,7 @@ class Unflatten(Module):
 
     def __init__(self, dim, unflattened_size):
         super().__init__()
+        check_int(dim, "Unflatten", "dim")
         self.dim, self.unflattened_size = dim, tuple(unflattened_size)
 
     def forward(self, x):

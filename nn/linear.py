@@ -6,6 +6,7 @@ import math
 
 from tinytensor.creation import empty
 from tinytensor.ops import linear
+from tinytensor.ops._checks import check_int
 
 from . import init
 from .module import Module
@@ -32,7 +33,8 @@ class Linear(Module):
 
     def __init__(self, in_features, out_features, bias=True, device=None, dtype=None):
         super().__init__()
-        self.in_features, self.out_features = int(in_features), int(out_features)
+        self.in_features = check_int(in_features, "Linear", "in_features", minimum=0)
+        self.out_features = check_int(out_features, "Linear", "out_features", minimum=0)
         self.weight = Parameter(empty(out_features, in_features, dtype=dtype, device=device))
         self.bias = Parameter(empty(out_features, dtype=dtype, device=device)) if bias else None
         self.reset_parameters()

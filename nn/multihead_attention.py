@@ -17,6 +17,7 @@ import math
 
 from tinytensor.creation import empty, zeros
 from tinytensor.ops import cat, dropout, linear, scaled_dot_product_attention, softmax
+from tinytensor.ops._checks import check_int
 from tinytensor.tensor import Tensor
 
 from . import init
@@ -132,6 +133,8 @@ class MultiheadAttention(Module):
         dtype=None,
     ):
         super().__init__()
+        check_int(embed_dim, "MultiheadAttention", "embed_dim")
+        check_int(num_heads, "MultiheadAttention", "num_heads")
         if embed_dim <= 0 or num_heads <= 0 or embed_dim % num_heads:
             raise ValueError(
                 f"MultiheadAttention: embed_dim={embed_dim} must be a positive multiple of "

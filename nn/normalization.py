@@ -4,15 +4,19 @@ from __future__ import annotations
 
 from tinytensor.creation import ones, zeros
 from tinytensor.ops import layer_norm, rms_norm
+from tinytensor.ops._checks import check_finite, sizes
 
 from .module import Module
 from .parameter import Parameter
 
 
-def _shape(normalized_shape):
-    if isinstance(normalized_shape, int):
-        return (normalized_shape,)
-    return tuple(int(s) for s in normalized_shape)
+def _shape(normalized_shape, where):
+    return sizes((normalized_shape,), where)
+
+
+def _eps(eps, where):
+    """eps > 0 and finite (a NaN eps makes every output NaN; a negative one can divide by 0)."""
+    return None if eps is None else float(check_finite(eps, where, "eps", low=0.0))
 
 
 class LayerNorm(Module):
@@ -38,8 +42,8 @@ class LayerNorm(Module):
         dtype=None,
     ):
         super().__init__()
-        self.normalized_shape = _shape(normalized_shape)
-        self.eps = None if eps is None else float(eps)
+        self.normalized_shape = _shape(normalized_shape, "LayerNorm")
+        self.eps = _eps(eps, "LayerNorm")
         self.elementwise_affine = elementwise_affine
         self.weight = self.bias = None
         if elementwise_affine:
@@ -74,8 +78,8 @@ class RMSNorm(Module):
         self, normalized_shape, eps=None, elementwise_affine=True, device=None, dtype=None
     ):
         super().__init__()
-        self.normalized_shape = _shape(normalized_shape)
-        self.eps = None if eps is None else float(eps)
+        self.normalized_shape = _shape(normalized_shape, "RMSNorm")
+        self.eps = _eps(eps, "RMSNorm")
         self.elementwise_affine = elementwise_affine
         self.weight = None
         if elementwise_affine:

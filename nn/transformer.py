@@ -22,6 +22,7 @@ import copy
 from tinytensor.creation import arange, zeros
 from tinytensor.function import is_grad_enabled
 from tinytensor.ops import gelu, relu
+from tinytensor.ops._checks import check_int
 
 from . import init
 from .activation import GELU, ReLU
@@ -48,8 +49,9 @@ def _activation_fn(activation, where):
     return activation
 
 
-def _clones(layer, n):
+def _clones(layer, n, where):
     """n independent deep copies of `layer` (the layer passed in is a template, as PyTorch)."""
+    check_int(n, where, "num_layers", minimum=0)
     return ModuleList([copy.deepcopy(layer) for _ in range(n)])
 
 
@@ -130,6 +132,7 @@ class TransformerEncoderLayer(Module):
         dtype=None,
     ):
         super().__init__()
+        check_int(dim_feedforward, "TransformerEncoderLayer", "dim_feedforward", minimum=0)
         factory = dict(device=device, dtype=dtype)
         # Attribute order is PyTorch's registration order, hence its state_dict order.
         self.self_attn = MultiheadAttention(
@@ -198,6 +201,7 @@ class TransformerDecoderLayer(Module):
         dtype=None,
     ):
         super().__init__()
+        check_int(dim_feedforward, "TransformerDecoderLayer", "dim_feedforward", minimum=0)
         factory = dict(device=device, dtype=dtype)
         attention = dict(dropout=dropout, bias=bias, batch_first=batch_first, **factory)
         self.self_attn = MultiheadAttention(d_model, nhead, **attention)
@@ -293,7 +297,7 @@ class TransformerEncoder(Module):
                 f"TransformerEncoder: encoder_layer must be a Module, got "
                 f"{type(encoder_layer).__name__}"
             )
-        self.layers = _clones(encoder_layer, num_layers)
+        self.layers = _clones(encoder_layer, num_layers, "TransformerEncoder")
         self.num_layers = num_layers
         self.norm = norm
         self.enable_nested_tensor = enable_nested_tensor
@@ -345,7 +349,7 @@ class TransformerDecoder(Module):
                 f"TransformerDecoder: decoder_layer must be a Module, got "
                 f"{type(decoder_layer).__name__}"
             )
-        self.layers = _clones(decoder_layer, num_layers)
+        self.layers = _clones(decoder_layer, num_layers, "TransformerDecoder")
         self.num_layers = num_layers
         self.norm = norm
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 
 from ..backend import get_array_module
+from ..ops._checks import check_finite
 from ..tensor import Tensor
 from .optimizer import _as_param_list
 
@@ -43,8 +44,16 @@ def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0, error_i
         >>> tt.optim.clip_grad_norm_(model.parameters(), max_norm=1.0)
         >>> opt.step()
     """
+    check_finite(max_norm, "clip_grad_norm_", "max_norm", low=0.0)
+    try:
+        norm_type = float(norm_type)
+    except (TypeError, ValueError):
+        raise ValueError(
+            f"clip_grad_norm_: norm_type must be a number (or inf), got {norm_type!r}"
+        ) from None
+    if math.isnan(norm_type) or norm_type <= 0:
+        raise ValueError(f"clip_grad_norm_: norm_type must be positive, got {norm_type}")
     grads = _grads(parameters, "clip_grad_norm_")
-    norm_type = float(norm_type)
     if not grads:
         return Tensor(0.0)
     xp = get_array_module(grads[0]._array)
@@ -69,7 +78,7 @@ def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0, error_i
 
 def clip_grad_value_(parameters, clip_value: float) -> None:
     """Clamps every gradient element to [-clip_value, clip_value], in place."""
-    clip_value = float(clip_value)
+    clip_value = float(check_finite(clip_value, "clip_grad_value_", "clip_value", low=0.0))
     for g in _grads(parameters, "clip_grad_value_"):
         xp = get_array_module(g._array)
         xp.clip(g._array, -clip_value, clip_value, out=g._array)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import bisect
 import math
+import numbers
 
 __all__ = [
     "LRScheduler",
@@ -59,6 +60,7 @@ class LRScheduler:
         name = type(self).__name__
         if not hasattr(optimizer, "param_groups"):
             raise TypeError(f"{name}: expected an optimizer, got {type(optimizer).__name__}")
+        _check_settings_finite(name, vars(self))
         self.optimizer = optimizer
         for i, group in enumerate(optimizer.param_groups):
             if last_epoch == -1:
@@ -90,6 +92,11 @@ class LRScheduler:
         closed-form in the step, so this is also how SequentialLR restarts one at 0)."""
         self.last_epoch = epoch
         lrs = self.get_lr()
+        for lr in lrs:  # e.g. a lr_lambda that returns NaN: the optimizer would train on it
+            if isinstance(lr, numbers.Real) and not math.isfinite(lr):
+                raise ValueError(
+                    f"{type(self).__name__}: step {epoch} gives lr {lr}; lr must be finite"
+                )
         for group, lr in zip(self.optimizer.param_groups, lrs):
             group["lr"] = lr
         self._last_lr = [group["lr"] for group in self.optimizer.param_groups]
@@ -112,6 +119,16 @@ class LRScheduler:
         self.__dict__.update(state)
         for group, lr in zip(self.optimizer.param_groups, self._last_lr):
             group["lr"] = lr
+
+
+def _check_settings_finite(name, settings: dict) -> None:
+    """A NaN or inf setting (gamma, eta_min, max_lr, ...) would make every lr after some step
+    NaN without a word; refuse it at construction, naming the setting. `settings` are the
+    attributes a subclass set before calling LRScheduler.__init__."""
+    for key, value in settings.items():
+        for v in value if isinstance(value, (list, tuple)) else (value,):
+            if isinstance(v, numbers.Real) and not isinstance(v, bool) and not math.isfinite(v):
+                raise ValueError(f"{name}: {key.lstrip('_')} must be finite, got {value}")
 
 
 _LRScheduler = LRScheduler  # PyTorch's old name, still subclassed by older code
@@ -400,6 +417,17 @@ class OneCycleLR(LRScheduler):
         where = "OneCycleLR"
         if not hasattr(optimizer, "param_groups"):
             raise TypeError(f"{where}: expected an optimizer, got {type(optimizer).__name__}")
+        _check_settings_finite(
+            where,
+            dict(
+                max_lr=max_lr,
+                pct_start=pct_start,
+                base_momentum=base_momentum,
+                max_momentum=max_momentum,
+                div_factor=div_factor,
+                final_div_factor=final_div_factor,
+            ),
+        )
         if total_steps is not None:
             if int(total_steps) != total_steps or total_steps <= 0:
                 raise ValueError(
@@ -521,6 +549,9 @@ class ReduceLROnPlateau(LRScheduler):
         where = "ReduceLROnPlateau"
         if not hasattr(optimizer, "param_groups"):
             raise TypeError(f"{where}: expected an optimizer, got {type(optimizer).__name__}")
+        _check_settings_finite(
+            where, dict(factor=factor, threshold=threshold, min_lr=min_lr, eps=eps)
+        )
         if factor >= 1.0:
             raise ValueError(f"{where}: factor must be < 1.0, got factor={factor}")
         if mode not in ("min", "max"):

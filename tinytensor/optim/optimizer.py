@@ -18,6 +18,10 @@ keeps its identity (modules and other optimizers still see the same Tensor).
 from __future__ import annotations
 
 import copy
+import functools
+import inspect
+import math
+import numbers
 
 from ..backend import move_array
 from ..function import enable_grad, no_grad
@@ -41,6 +45,40 @@ def _as_param_list(params, where):
             f"got {type(params).__name__}"
         ) from None
     return params
+
+
+@functools.cache
+def _numeric_hyperparameters(cls) -> frozenset:
+    """The names of `cls`'s numeric hyperparameters: lr, and every constructor argument whose
+    default is a number or a tuple of numbers (momentum, eps, betas, ...; flags are bools)."""
+    names = {"lr"}
+    for name, param in inspect.signature(cls.__init__).parameters.items():
+        default = param.default
+        values = default if isinstance(default, tuple) else (default,)
+        if values and all(isinstance(v, numbers.Real) and not isinstance(v, bool) for v in values):
+            names.add(name)
+    return frozenset(names)
+
+
+def _check_hyperparameters(where, group, names) -> None:
+    """Every numeric hyperparameter of the group is a finite real number.
+
+    NOTE: PyTorch checks `lr < 0` only, so a NaN lr passes and every weight becomes NaN at the
+    first step; here NaN and inf are refused, and so are strings and bools where a number goes.
+    """
+    for key in names:
+        if key not in group:
+            continue
+        value = group[key]
+        for v in value if isinstance(value, (tuple, list)) else (value,):
+            if isinstance(v, Tensor) and v.numel() == 1:  # a tensor lr, as PyTorch allows
+                v = v.item()
+            if not isinstance(v, numbers.Real) or isinstance(v, bool):
+                raise TypeError(
+                    f"{where}: {key} must be a number, got {type(v).__name__} {value!r}"
+                )
+            if not math.isfinite(v):
+                raise ValueError(f"{where}: {key} must be finite, got {value}")
 
 
 class Optimizer:
@@ -107,6 +145,7 @@ class Optimizer:
             if default is _REQUIRED and key not in group:
                 raise ValueError(f"{name}: parameter group didn't specify a value of '{key}'")
             group.setdefault(key, default)
+        _check_hyperparameters(name, group, _numeric_hyperparameters(type(self)))
         self._validate_group(group)
         self.param_groups.append(group)
 
