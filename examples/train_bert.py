@@ -44,6 +44,7 @@ from training.validation import (  # noqa: E402
     dropout_probability,
     positive_int,
     selection_probability,
+    transformer_activations,
 )
 
 import tinytensor as tt  # noqa: E402
@@ -178,7 +179,11 @@ def main(argv=None) -> int:
                      "checkpoint's vocabulary")  # fmt: skip
     d = args.d_model  # per block 12·d² (attention, MLP) + embeddings (words, positions, types)
     estimate = args.n_layer * 12 * d * d + (tokenizer.vocab_size + args.max_length + 2) * d
-    check_memory(parser, estimate, "--n-layer/--d-model")
+    activations = transformer_activations(
+        args.batch_size * args.max_length, args.n_layer, d, args.n_head, args.max_length,
+        tokenizer.vocab_size,
+    )  # fmt: skip
+    check_memory(parser, "--n-layer/--d-model/--batch-size/--max-length", estimate, activations)
 
     tt.manual_seed(args.seed)
     model = build_model(args, tokenizer).to(args.device)

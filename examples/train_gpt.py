@@ -59,6 +59,7 @@ from training.validation import (  # noqa: E402
     non_negative_int,
     open_fraction,
     positive_int,
+    transformer_activations,
 )
 
 import tinytensor as tt  # noqa: E402
@@ -234,7 +235,14 @@ def main(argv=None) -> int:
     unknown = sorted(set(prompt) - set(tokenizer.stoi))
     if unknown:
         parser.error(f"argument --prompt: characters {''.join(unknown)!r} do not occur in the text")
-    check_memory(parser, gpt_parameter_count(args, tokenizer.vocab_size), "--n-layer/--n-embd")
+    activations = transformer_activations(
+        args.batch_size * args.block_size, args.n_layer, args.n_embd, args.n_head,
+        args.block_size, tokenizer.vocab_size,
+    )  # fmt: skip
+    check_memory(
+        parser, "--n-layer/--n-embd/--batch-size/--block-size",
+        gpt_parameter_count(args, tokenizer.vocab_size), activations,
+    )  # fmt: skip
 
     tt.manual_seed(args.seed)
     model = build_model(args, tokenizer.vocab_size).to(args.device)

@@ -55,6 +55,7 @@ from training.validation import (  # noqa: E402
     check_out_dir,
     dropout_probability,
     positive_int,
+    transformer_activations,
 )
 
 import tinytensor as tt  # noqa: E402
@@ -261,8 +262,13 @@ def main(argv=None) -> int:
     check_at_most(parser, args, "max_len", 4096, "longer rows do not fit a CPU example")
     if args.task == "sort":
         check_at_most(parser, args, "min_len", 26, "sort uses distinct letters")
+    check_at_most(parser, args, "eval_examples", 100_000, "every evaluation decodes them all")
     d = args.d_model  # per layer pair ~ 4·d² + 8·d² (encoder) + 4·d² more (cross-attention)
-    check_memory(parser, args.n_layer * 28 * d * d, "--n-layer/--d-model")
+    length = (args.window if args.task == "denoise" else args.max_len) + 2  # <s>, </s>
+    activations = transformer_activations(
+        2 * args.batch_size * length, 2 * args.n_layer, d, args.n_head, length, 512
+    )  # encoder and decoder; a vocabulary of at most 512 characters
+    check_memory(parser, "--n-layer/--d-model/--batch-size", args.n_layer * 28 * d * d, activations)
 
     meta = {"args": vars(args)}
     if args.task == "denoise":

@@ -42,7 +42,12 @@ def run(
                   "larger --steps to continue it)")  # fmt: skip
         elif main:
             print(f"resuming from step {step} of {args.steps}")
-    result = trainer.fit()
+    try:
+        result = trainer.fit()
+    except FloatingPointError as e:  # the loss diverged: one line, as for a usage error
+        if main:
+            print(f"{os.path.basename(sys.argv[0])}: error: {e}", file=sys.stderr)
+        sys.exit(1)
     if not main:
         return result
     if result.interrupted:

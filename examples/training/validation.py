@@ -149,20 +149,31 @@ def check_at_most(parser: argparse.ArgumentParser, args, name: str, high: int, w
         parser.error(f"argument {_flag(name)}: must be at most {high} ({why}), got {value}")
 
 
-def check_memory(parser: argparse.ArgumentParser, n_params: int, what: str) -> None:
-    """Refuses a model whose weights, gradients and AdamW moments (4 float32 copies) cannot fit
-    in this machine's memory, before a single one is allocated."""
-    needed = 4 * 4 * n_params
+def check_memory(
+    parser: argparse.ArgumentParser, what: str, n_params: int, activations: int = 0
+) -> None:
+    """Refuses a run whose weights, gradients and AdamW moments (4 float32 copies of the
+    `n_params` parameters) and one step's `activations` (float32 values kept for backward)
+    cannot fit in this machine's memory, before anything is allocated."""
+    needed = 4 * (4 * n_params + activations)
     try:
         available = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError, AttributeError):  # not on every platform
         return
     if needed > available:
         parser.error(
-            f"{what}: the model would have {n_params:,} parameters, needing "
-            f"{needed / 2**30:.1f} GiB for weights, gradients and AdamW state; this machine has "
-            f"{available / 2**30:.1f} GiB"
+            f"{what}: {n_params:,} parameters and {activations:,} activations per step need "
+            f"{needed / 2**30:,.1f} GiB (weights, gradients, AdamW state, activations); this "
+            f"machine has {available / 2**30:,.1f} GiB"
         )
+
+
+def transformer_activations(tokens: int, n_layer: int, width: int, heads: int, length: int,
+                            vocab: int) -> int:  # fmt: skip
+    """Values a Transformer step keeps for backward: per token and layer ~34·width plus the
+    attention maps' 5·heads·length (Korthikanti et al., 2022), plus the logits and their
+    softmax."""
+    return tokens * (n_layer * (34 * width + 5 * heads * length) + 2 * vocab)
 
 
 def check_out_dir(parser: argparse.ArgumentParser, out_dir: str) -> None:

@@ -107,7 +107,11 @@ GPT_CASES = [
     ("--device tpu", "argument --device: invalid choice: 'tpu'" + PREFIX),
     ("--n-layer", "argument --n-layer: expected one argument"),
     ("--bogus 1", "unrecognized arguments: --bogus 1"),
-    ("--n-layer 100000 --n-embd 100000", "--n-layer/--n-embd: the model would have " + PREFIX),
+    (
+        "--n-layer 100000 --n-embd 100000",
+        "--n-layer/--n-embd/--batch-size/--block-size: " + PREFIX,
+    ),
+    ("--batch-size 2147483647", "--n-layer/--n-embd/--batch-size/--block-size: " + PREFIX),
     # --resume on {trained}, a finished 2-step run on {text}
     (
         "--resume --out-dir {empty}",
@@ -174,6 +178,11 @@ SEQ2SEQ_CASES = [
     ("--min-len 5 --max-len 3", "--min-len 5 and --max-len 3: need 1 <= min <= max"),
     ("--eval-examples 0", "argument --eval-examples: must be a positive integer, got 0"),
     ("--window 0", "argument --window: must be a positive integer, got 0"),
+    (
+        "--eval-examples 1000000",
+        "argument --eval-examples: must be at most 100000 (every evaluation decodes them all), "
+        "got 1000000",
+    ),
     (
         "--d-model 30 --n-head 4",
         "argument --d-model: 30 is not divisible by --n-head 4 (each head "
@@ -374,6 +383,17 @@ def test_allow_data_change_resumes_on_the_changed_file_and_records_its_hash(path
         now = hashlib.sha256(f.read()).hexdigest()
     state = _checkpoint(run)
     assert state["step"] == 3 and state["meta"]["data_sha256"] == now
+
+
+@pytest.mark.parametrize("flag", ["--lr 1e30", "--weight-decay 1e300"])
+def test_a_diverging_run_ends_with_one_line_and_exit_1(flag, paths, tmp_path):
+    extra = f"{flag} --out-dir {tmp_path / 'run'} --steps 4"
+    done = run_script("train_gpt.py", tiny_flags("train_gpt.py", paths, extra))
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    # NOTE: the last line; NumPy may warn of the overflow before it
+    last = done.stderr.splitlines()[-1]
+    assert last.startswith("train_gpt.py: error: the training loss became nan at step ")
+    assert last.endswith("; lower the learning rate (--lr) or the gradient clip (--grad-clip)")
 
 
 def test_temperature_0_samples_greedily(paths, tmp_path):
