@@ -10,6 +10,7 @@ Building blocks for the models (models/ builds GPT, BERT, T5 and BART from these
     Linear, Identity, Embedding, LayerNorm, RMSNorm, BatchNorm1d    linear.py, embedding.py, ...
     Dropout, ReLU, GELU, SiLU, Tanh, Sigmoid, FeedForward          activation.py, feedforward.py
     LeakyReLU, Softmax, LogSoftmax, Flatten, Unflatten             activation.py, flatten.py
+    RNN, LSTM, GRU, RNNCell, LSTMCell, GRUCell                      recurrent.py
     LearnedPositionalEmbedding, SinusoidalPositionalEncoding,
     RotaryEmbedding, ALiBi, T5RelativePositionBias                  positional.py, rotary.py, ...
     Attention, KVCache (our attention: GQA, RoPE, cache)           attention.py, kv_cache.py
@@ -66,6 +67,7 @@ from .multihead_attention import MultiheadAttention
 from .normalization import LayerNorm, RMSNorm
 from .parameter import Parameter
 from .positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding
+from .recurrent import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell
 from .relative_position import T5RelativePositionBias, relative_position_bucket
 from .rotary import RotaryEmbedding, rotate_half
 from .transformer import (
