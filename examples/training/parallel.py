@@ -15,22 +15,16 @@ or `mpiexec -n 1`) nothing here changes anything: the same seeds, batches and fi
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 
 import tinytensor as tt
 import tinytensor.distributed as dist
-
-LAUNCHER_SIZE_VARIABLES = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "WORLD_SIZE")
+from tinytensor.distributed.launcher_env import WORLD_SIZE, launcher_value
 
 
 def launched_processes() -> int:
     """How many processes the launcher started (1 without a launcher)."""
-    for name in LAUNCHER_SIZE_VARIABLES:
-        if name in os.environ:
-            return int(os.environ[name])
-    return 1
+    return launcher_value(WORLD_SIZE, 1)
 
 
 def start() -> None:

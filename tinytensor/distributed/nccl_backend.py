@@ -11,21 +11,9 @@ from __future__ import annotations
 
 import os
 
+from .launcher_env import LOCAL_RANK, RANK, WORLD_SIZE, launcher_value
 from .reduce_op import ReduceOp
 from .work import Work, completed
-
-# Rank, world size and the rank within the node, as each launcher names them.
-RANK_VARIABLES = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "RANK")
-SIZE_VARIABLES = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "WORLD_SIZE")
-LOCAL_RANK_VARIABLES = ("MPI_LOCALRANKID", "OMPI_COMM_WORLD_LOCAL_RANK", "LOCAL_RANK")
-
-
-def launcher_value(names, default: int) -> int:
-    """The first of the environment variables `names` that is set, as an int, else `default`."""
-    for name in names:
-        if name in os.environ:
-            return int(os.environ[name])
-    return default
 
 
 class NCCLBackend:
@@ -48,15 +36,15 @@ class NCCLBackend:
                 "nvidia-nccl wheel for your CUDA version, or use backend='mpi' on the CPU)"
             )
         self.cupy, self.nccl = cupy, nccl
-        self.rank = launcher_value(RANK_VARIABLES, 0)
-        self.world_size = launcher_value(SIZE_VARIABLES, 1)
+        self.rank = launcher_value(RANK, 0)
+        self.world_size = launcher_value(WORLD_SIZE, 1)
         self._mpi = None
         if self.world_size > 1:
             from .mpi_backend import MPIBackend
 
             self._mpi = MPIBackend()  # bootstrap and Python-object collectives only
             self.rank, self.world_size = self._mpi.rank, self._mpi.world_size
-        local_rank = launcher_value(LOCAL_RANK_VARIABLES, self.rank)
+        local_rank = launcher_value(LOCAL_RANK, self.rank)
         cupy.cuda.Device(local_rank % cupy.cuda.runtime.getDeviceCount()).use()
         unique_id = nccl.get_unique_id() if self.rank == 0 else None
         if self._mpi is not None:

@@ -13,9 +13,10 @@ waiting forever in a collective.
 
 from __future__ import annotations
 
-import os
 import sys
 import traceback
+
+from .launcher_env import RANK, WORLD_SIZE, export_torchrun_variables, launcher_value
 
 _backend = None  # the live backend (MPIBackend or NCCLBackend), None before init
 _previous_excepthook = None
@@ -71,7 +72,7 @@ def init_process_group(
     Example:
         >>> dist.init_process_group("mpi")   # run as: mpiexec -n 2 python script.py
     """
-    global _backend, _previous_excepthook
+    global _backend
     if _backend is not None:
         raise RuntimeError(
             "init_process_group: the default process group is already initialized; call "
@@ -105,7 +106,7 @@ def init_process_group(
 
 def _abort_job_on_uncaught_exception(kind, value, tb) -> None:
     """Prints this rank's traceback, then ends every rank: never a job that hangs."""
-    rank = _backend.rank if _backend is not None else _launcher_rank()
+    rank = _backend.rank if _backend is not None else launcher_value(RANK, "?")
     text = "".join(traceback.format_exception(kind, value, tb))
     sys.stderr.write(f"[rank {rank}] uncaught {kind.__name__}: aborting the job\n{text}")
     sys.stderr.flush()
@@ -124,27 +125,13 @@ def abort_job(code: int) -> None:
         if _backend.world_size > 1:
             _backend.abort(code)
         return
-    if _launcher_world_size() > 1:
+    if launcher_value(WORLD_SIZE, 1) > 1:
         try:
             from mpi4py import MPI
         except ImportError:
             return
         if not MPI.Is_finalized():
             MPI.COMM_WORLD.Abort(code)
-
-
-def _launcher_rank() -> str:
-    for name in ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "RANK"):
-        if name in os.environ:
-            return os.environ[name]
-    return "?"
-
-
-def _launcher_world_size() -> int:
-    for name in ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "WORLD_SIZE"):
-        if name in os.environ:
-            return int(os.environ[name])
-    return 1
 
 
 def _install_excepthook() -> None:
@@ -154,28 +141,12 @@ def _install_excepthook() -> None:
         sys.excepthook = _abort_job_on_uncaught_exception
 
 
-def _export_torchrun_variables() -> None:
-    """RANK, WORLD_SIZE, LOCAL_RANK and LOCAL_WORLD_SIZE as torchrun sets them, from MPI's
-    names, so that scripts ported from PyTorch (nanoGPT reads RANK) find them under mpiexec."""
-    names = {
-        "RANK": ("PMI_RANK", "OMPI_COMM_WORLD_RANK"),
-        "WORLD_SIZE": ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE"),
-        "LOCAL_RANK": ("MPI_LOCALRANKID", "OMPI_COMM_WORLD_LOCAL_RANK"),
-        "LOCAL_WORLD_SIZE": ("MPI_LOCALNRANKS", "OMPI_COMM_WORLD_LOCAL_SIZE"),
-    }
-    for torch_name, mpi_names in names.items():
-        for mpi_name in mpi_names:
-            if mpi_name in os.environ:
-                os.environ.setdefault(torch_name, os.environ[mpi_name])
-                break
-
-
 # NOTE: on import under a multi-process MPI launch: the hook, so that a rank failing even
 # before init_process_group (while loading data, say) ends the job instead of leaving the
 # others waiting for it; and torchrun's variables.
-if _launcher_world_size() > 1:
+if launcher_value(WORLD_SIZE, 1) > 1:
     _install_excepthook()
-    _export_torchrun_variables()
+    export_torchrun_variables()
 
 
 def is_initialized() -> bool:
@@ -190,7 +161,8 @@ def destroy_process_group(group=None) -> None:
         raise RuntimeError("destroy_process_group: no process group is initialized")
     _backend.close()
     _backend = None
-    if sys.excepthook is _abort_job_on_uncaught_exception and _launcher_world_size() == 1:
+    alone = launcher_value(WORLD_SIZE, 1) == 1  # else keep the hook: a later failure must abort
+    if sys.excepthook is _abort_job_on_uncaught_exception and alone:
         sys.excepthook = _previous_excepthook or sys.__excepthook__
 
 

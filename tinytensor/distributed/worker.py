@@ -23,7 +23,9 @@ def _abort_job(code: int) -> None:
 
 
 def _rank() -> str:
-    return os.environ.get("PMI_RANK", os.environ.get("OMPI_COMM_WORLD_RANK", "?"))
+    from .launcher_env import RANK, launcher_value
+
+    return str(launcher_value(RANK, "?"))
 
 
 def main() -> None:
