@@ -47,7 +47,7 @@ def check_tensor(value, op: str, name: str = "input") -> Tensor:
 
 def check_int(value, op: str, name: str, minimum=None) -> int:
     """`value` as an int, checked to be an integer (not a bool or float) and >= minimum."""
-    if not is_int(value):
+    if value.__class__ is not int and not is_int(value):
         raise TypeError(f"{op}: {name} must be an int, got {type(value).__name__} {_show(value)}")
     if minimum is not None and value < minimum:
         raise ValueError(f"{op}: {name} must be >= {minimum}, got {value}")
@@ -68,11 +68,21 @@ def _index_or_self(value):
 def sizes(size, op: str, allow_minus_one: bool = False) -> tuple:
     """`f(2, 3)` and `f((2, 3))` both as the shape (2, 3), of non-negative ints (or -1 for
     "infer" where `allow_minus_one`)."""
-    if len(size) == 1 and isinstance(size[0], (tuple, list)):
-        size = size[0]
-    elif len(size) == 1 and hasattr(size[0], "__len__") and not isinstance(size[0], str):
-        size = tuple(size[0])  # torch.Size-like objects, NumPy shapes
+    if len(size) == 1 and size[0].__class__ is not int:
+        if isinstance(size[0], (tuple, list)):
+            size = size[0]
+        elif hasattr(size[0], "__len__") and not isinstance(size[0], str):
+            size = tuple(size[0])  # torch.Size-like objects, NumPy shapes
     lowest = -1 if allow_minus_one else 0
+    for s in size:  # NOTE: the fast path (plain ints in range) is what reshape/zeros pay for
+        if s.__class__ is not int or s < lowest:
+            return _checked_sizes(size, op, lowest)
+    return size if size.__class__ is tuple else tuple(size)
+
+
+def _checked_sizes(size, op, lowest) -> tuple:
+    """The slow path of `sizes`: NumPy ints and one-element tensors become ints, anything else
+    is named in the error."""
     size = tuple(_index_or_self(s) for s in size)
     for s in size:
         if not is_int(s):
@@ -81,7 +91,7 @@ def sizes(size, op: str, allow_minus_one: bool = False) -> tuple:
                 f"{_show(tuple(size))}"
             )
         if s < lowest:
-            kind = "non-negative integers (or -1)" if allow_minus_one else "non-negative integers"
+            kind = "non-negative integers (or -1)" if lowest < 0 else "non-negative integers"
             raise ValueError(f"{op}: size must be {kind}, got {s} in {_show(tuple(size))}")
     return tuple(int(s) for s in size)
 

@@ -79,12 +79,14 @@ def floating(x: Tensor) -> Tensor:
 
 def normalize_dim(dim, ndim, op):
     """A dimension index in [0, ndim), from PyTorch-style possibly negative `dim`."""
-    if not isinstance(dim, (int, np.integer)) or isinstance(dim, bool):
-        raise TypeError(f"{op}: dim must be an int, got {type(dim).__name__} {dim!r}")
-    n = max(ndim, 1)
+    if dim.__class__ is not int:  # NOTE: a plain int skips the slower checks (a bool is no int)
+        if not isinstance(dim, np.integer):
+            raise TypeError(f"{op}: dim must be an int, got {type(dim).__name__} {dim!r}")
+        dim = int(dim)
+    n = ndim if ndim > 0 else 1
     if not -n <= dim < n:
         raise IndexError(f"{op}: dim {dim} is out of range for a tensor with {ndim} dimensions")
-    return int(dim) % n
+    return dim % n
 
 
 def normalize_dims(dim, ndim, op):
