@@ -184,6 +184,7 @@ class _Reducer:
         self.buckets = assign_buckets(self.params, bucket_cap_bytes, first)
         self.slot = {id(p): (b, i) for b in self.buckets for i, p in enumerate(b.params)}
         self.armed = False  # the backward after this forward must average the gradients
+        self.finished = False  # ... and it has: a later gradient would be lost
         self.next_bucket = 0  # buckets are launched in this order on every rank
         self.first_in_flight = 0  # buckets before it are known to have arrived
         self.drive_progress = True  # test in-flight buckets as gradients arrive (see below)
@@ -196,6 +197,7 @@ class _Reducer:
 
     def prepare(self, armed: bool) -> None:
         self.armed = armed
+        self.finished = False
         for bucket in self.buckets:
             bucket.reset()
         self.next_bucket = 0
@@ -215,6 +217,12 @@ class _Reducer:
     def on_gradient_ready(self, p):
         """Called by backward once p.grad holds p's gradient of this backward pass."""
         if not self.armed:
+            if self.finished:
+                raise RuntimeError(
+                    f"DistributedDataParallel: a gradient of {self.names[id(p)]} arrived after "
+                    "the gradients of this forward were averaged (a second backward through "
+                    "the same graph?); run forward again for each backward, or use no_sync()"
+                )
             return
         if self.drive_progress and self.first_in_flight < self.next_bucket:
             self.test_in_flight()
@@ -267,7 +275,7 @@ class _Reducer:
 
     def finish(self):
         """Waits for every bucket and writes the averaged gradients into .grad."""
-        self.armed = False
+        self.armed, self.finished = False, True
         globally_used = self.globally_used()
         scale = 1.0 / self.backend.world_size
         for bucket in self.buckets:

@@ -67,6 +67,18 @@ except RuntimeError as e:
 else:
     raise AssertionError("a stuck reduction was not reported")
 
+# ---- a second backward through one forward's graph: an error, not a silently local gradient
+tt.manual_seed(0)
+twice = DDP(nn.Linear(4, 4).double())
+loss = twice(tt.ones(2, 4, dtype=tt.float64)).sum()
+loss.backward(retain_graph=True)
+try:
+    loss.backward()
+except RuntimeError as e:
+    assert "arrived after the gradients of this forward were averaged" in str(e), e
+else:
+    raise AssertionError("a second backward after the reduction was not reported")
+
 # ---- mismatched models ------------------------------------------------------------------
 try:
     DDP(nn.Linear(3, 3 + rank))
