@@ -15,6 +15,7 @@ from . import accelerator, backends, cuda, dtypes
 from .allocator import keep_freed_memory
 from .amp import autocast
 from .backend import Device as device
+from .compiler import compile
 from .creation import (
     arange,
     as_tensor,
