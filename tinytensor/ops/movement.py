@@ -322,25 +322,41 @@ def gather(x, dim, index):
             f"gather: index of shape {tuple(index.shape)} must have as many dims as the tensor "
             f"{tuple(x.shape)}"
         )
-    crop = []
-    for d, (i, n) in enumerate(zip(index.shape, x.shape, strict=True)):
-        if d != axis and i > n:
-            raise ValueError(
-                f"gather: index shape {tuple(index.shape)} is larger than the tensor's "
-                f"{tuple(x.shape)} in dim {d}"
-            )
-        crop.append(slice(None) if d == axis or i == n else slice(0, i))
+    crop = None
+    if index.shape != x.shape:
+        for d, (i, n) in enumerate(zip(index.shape, x.shape, strict=True)):
+            if d != axis and i > n:
+                raise ValueError(
+                    f"gather: index shape {tuple(index.shape)} is larger than the tensor's "
+                    f"{tuple(x.shape)} in dim {d}"
+                )
+            if d != axis and i < n:  # PyTorch reads only x[:i0, :i1, ...] outside `dim`
+                crop = tuple(
+                    slice(None) if e == axis else slice(0, j) for e, j in enumerate(index.shape)
+                )
     n = x.shape[axis] if x.ndim else 1
-    if index._array.size:
-        low, high = int(index._array.min()), int(index._array.max())
-        if low < 0 or high >= n:
-            raise IndexError(
-                f"gather: index {low if low < 0 else high} is out of range for dim {dim} of "
-                f"size {n} (tensor shape {tuple(x.shape)})"
-            )
-    if builtins.any(c != slice(None) for c in crop):  # PyTorch reads only x[:i0, :i1, ...]
-        x = GetItem.apply(x, index=tuple(crop))
-    return Gather.apply(x, index, axis=axis)
+    a = index._array
+    if a.size:
+        # NOTE: NumPy's take_along_axis raises for an index >= n itself, so one reduction finds
+        # the negatives it would wrap around; on a GPU nothing is checked, so both ends are.
+        low = int(a.min())
+        high = int(a.max()) if low < 0 or is_cupy_array(a) else None
+        if low < 0 or (high is not None and high >= n):
+            bad = low if low < 0 else high
+            raise _gather_range_error(bad, dim, n, x.shape)
+    if crop is not None:
+        x = GetItem.apply(x, index=crop)
+    try:
+        return Gather.apply(x, index, axis=axis)
+    except IndexError:
+        raise _gather_range_error(int(a.max()), dim, n, x.shape) from None
+
+
+def _gather_range_error(bad, dim, n, shape):
+    return IndexError(
+        f"gather: index {bad} is out of range for dim {dim} of size {n} (tensor shape "
+        f"{tuple(shape)})"
+    )
 
 
 def _check_same_device(tensors, op):
