@@ -55,7 +55,8 @@ def worker(lib, config, threads, steps, warmup):
         sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
         from train_gpt_torch import TorchGPT
 
-        torch.set_num_threads(threads)
+        if threads:
+            torch.set_num_threads(threads)
         torch.manual_seed(0)
         model = TorchGPT(c["vocab"], c["block"], c["n_layer"], c["n_head"], c["d"])
         opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
@@ -72,7 +73,8 @@ def worker(lib, config, threads, steps, warmup):
 
         import tinytensor as tt
 
-        tt.set_num_threads(threads)
+        if threads:  # 0: tinytensor's default, following the free cores
+            tt.set_num_threads(threads)
         tt.manual_seed(0)
         config_tt = GPTConfig(
             vocab_size=c["vocab"], block_size=c["block"], n_layer=c["n_layer"],
@@ -100,7 +102,10 @@ def worker(lib, config, threads, steps, warmup):
 
 
 def measure(lib, config, threads, steps, warmup):
-    env = dict(os.environ, OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads))
+    """ms/step in a fresh process; threads=0 leaves every thread setting at its default."""
+    env = dict(os.environ)
+    if threads:
+        env.update(OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads))
     cmd = [sys.executable, os.path.abspath(__file__), "--worker", lib, config, str(threads)]
     cmd += ["--steps", str(steps), "--warmup", str(warmup)]
     out = subprocess.run(cmd, env=env, capture_output=True, text=True)
