@@ -59,7 +59,7 @@ def assert_same_named(torch_tensors, tt_tensors, atol, what):
     return worst
 
 
-def assert_curves_close(torch_losses, tt_losses, rtol=2e-3):
+def assert_curves_close(torch_losses, tt_losses, rtol=1e-4):
     a, b = np.asarray(torch_losses), np.asarray(tt_losses)
     assert a.shape == b.shape
     assert np.all(np.isfinite(b)), b
