@@ -3,6 +3,6 @@
 The implementations live in tinytensor/optim/clip.py, next to the optimizers that use them.
 """
 
-from tinytensor.optim.clip import clip_grad_norm_, clip_grad_value_
+from tinytensor.optim.clip import clip_grad_norm, clip_grad_norm_, clip_grad_value_
 
-__all__ = ["clip_grad_norm_", "clip_grad_value_"]
+__all__ = ["clip_grad_norm", "clip_grad_norm_", "clip_grad_value_"]

@@ -1,4 +1,5 @@
-"""Gradient clipping: `clip_grad_norm_` and `clip_grad_value_`, as `torch.nn.utils`.
+"""Gradient clipping: `clip_grad_norm_` and `clip_grad_value_` (and the deprecated
+`clip_grad_norm`), as `torch.nn.utils`.
 
 They live with the optimizers because they act on gradients right before `step()`; nn
 re-exports them as `tt.nn.utils.clip_grad_norm_` (PyTorch's location).
@@ -7,6 +8,7 @@ re-exports them as `tt.nn.utils.clip_grad_norm_` (PyTorch's location).
 from __future__ import annotations
 
 import math
+import warnings
 
 from ..backend import get_array_module
 from ..ops._checks import check_finite
@@ -74,6 +76,16 @@ def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0, error_i
     for g in grads:
         g._array *= coef.astype(g.dtype)
     return Tensor._wrap(xp.asarray(total), False, None)
+
+
+def clip_grad_norm(parameters, max_norm: float, norm_type: float = 2.0, error_if_nonfinite=False):
+    """The old name of `clip_grad_norm_` (older scripts call it); warns as PyTorch does."""
+    warnings.warn(
+        "`tt.nn.utils.clip_grad_norm` is now deprecated in favor of `tt.nn.utils.clip_grad_norm_`.",
+        FutureWarning,
+        stacklevel=2,
+    )
+    return clip_grad_norm_(parameters, max_norm, norm_type, error_if_nonfinite)
 
 
 def clip_grad_value_(parameters, clip_value: float) -> None:
