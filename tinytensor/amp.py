@@ -16,6 +16,7 @@ step and doubles it after `growth_interval` clean ones.
 from __future__ import annotations
 
 import math
+import warnings
 
 from . import dtypes
 from .backend import get_array_module
@@ -77,6 +78,12 @@ def cast_for_matmul(*tensors):
     )
 
 
+def _cuda_available() -> bool:
+    from . import cuda  # late: tt.cuda reaches back here for its amp aliases
+
+    return cuda.is_available()
+
+
 class GradScaler:
     """PyTorch's dynamic loss scaling (see the module docstring)."""
 
@@ -99,6 +106,12 @@ class GradScaler:
                 f"GradScaler: growth_interval must be a positive int, got {growth_interval}"
             )
         self.enabled = bool(enabled)
+        if self.enabled and str(device).startswith("cuda") and not _cuda_available():
+            # as torch: the default device is "cuda", and CPU-only runs of scripts that pass
+            # enabled=True (nanoGPT's float16 default) train unscaled rather than fail
+            warnings.warn("GradScaler is enabled, but CUDA is not available.  Disabling.",
+                          stacklevel=2)  # fmt: skip
+            self.enabled = False
         self._scale = float(init_scale)
         self.growth_factor, self.backoff_factor = float(growth_factor), float(backoff_factor)
         self.growth_interval = int(growth_interval)
