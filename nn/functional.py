@@ -7,6 +7,8 @@ gradients come from the ops' VJPs).
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from tinytensor.creation import arange, ones_like, zeros_like
@@ -367,6 +369,11 @@ def binary_cross_entropy(
             "binary_cross_entropy: all elements of input should be between 0 and 1 (they are "
             f"probabilities), got values in [{input.min().item()}, {input.max().item()}]"
         )
+    if not bool(((target >= 0) & (target <= 1)).all()):
+        raise ValueError(
+            "binary_cross_entropy: all elements of target should be between 0 and 1, got "
+            f"values in [{target.min().item()}, {target.max().item()}]"
+        )
     with np.errstate(divide="ignore"):  # log 0 = -inf is expected here: the clamp handles it
         log_p = clamp(input.log(), min=-100.0)
         log_not_p = clamp((1 - input).log(), min=-100.0)
@@ -385,6 +392,9 @@ def normalize(input, p=2.0, dim=1, eps=1e-12):  # noqa: A002
     if check_tensor(input, "normalize").dtype.kind != "f":
         raise TypeError(f"normalize: input must be floating point, got {input.dtype}")
     dim = normalize_dim(dim, input.ndim, "normalize")
+    if math.isnan(check_real(p, "normalize", "p")) or p <= 0:
+        raise ValueError(f"normalize: p must be a positive number, got {p}")
+    check_finite(eps, "normalize", "eps", low=0.0)
     if p == 2:
         total = (input * input).sum(dim=dim, keepdim=True)
         norm = clamp(total, min=eps * eps).sqrt()
@@ -407,6 +417,7 @@ def cosine_similarity(x1, x2, dim=1, eps=1e-8):
     for name, t in (("x1", x1), ("x2", x2)):
         if not isinstance(t, Tensor):
             raise TypeError(f"cosine_similarity: {name} must be a Tensor, got {type(t).__name__}")
+    check_finite(eps, "cosine_similarity", "eps", low=0.0)
     try:
         shape = np.broadcast_shapes(tuple(x1.shape), tuple(x2.shape))
     except ValueError:

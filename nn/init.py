@@ -15,6 +15,7 @@ import numpy as np
 
 from tinytensor.backend import move_array
 from tinytensor.function import no_grad
+from tinytensor.ops._checks import check_finite, check_real
 from tinytensor.random import _rng, normal_array, uniform_array
 from tinytensor.tensor import Tensor
 
@@ -41,20 +42,21 @@ def calculate_gain(nonlinearity: str, param=None) -> float:
     raise ValueError(f"calculate_gain: unsupported nonlinearity {nonlinearity!r}")
 
 
-def _calculate_fan_in_and_fan_out(tensor):
+def _calculate_fan_in_and_fan_out(tensor, where="init"):
     """fan_in = size(1)·receptive field, fan_out = size(0)·receptive field (PyTorch's rule)."""
     if tensor.ndim < 2:
         raise ValueError(
-            f"init: fan in and fan out need a tensor with at least 2 dims, got shape {tensor.shape}"
+            f"{where}: fan in and fan out need a tensor with at least 2 dims, got shape "
+            f"{tensor.shape}"
         )
     receptive = math.prod(tensor.shape[2:]) if tensor.ndim > 2 else 1
     return tensor.shape[1] * receptive, tensor.shape[0] * receptive
 
 
-def _fan(tensor, mode):
-    fan_in, fan_out = _calculate_fan_in_and_fan_out(tensor)
+def _fan(tensor, mode, where):
+    fan_in, fan_out = _calculate_fan_in_and_fan_out(tensor, where)
     if mode not in ("fan_in", "fan_out"):
-        raise ValueError(f"init: mode must be 'fan_in' or 'fan_out', got {mode!r}")
+        raise ValueError(f"{where}: mode must be 'fan_in' or 'fan_out', got {mode!r}")
     return fan_in if mode == "fan_in" else fan_out
 
 
@@ -62,6 +64,9 @@ def _fan(tensor, mode):
 def uniform_(tensor, a=0.0, b=1.0, generator=None):
     """Fills with samples of U(a, b)."""
     _check(tensor, "uniform_")
+    check_finite(a, "uniform_", "a"), check_finite(b, "uniform_", "b")
+    if a > b:
+        raise ValueError(f"uniform_: need a <= b, got a={a}, b={b}")
     tensor._array[...] = uniform_array(tensor.shape, tensor.dtype, tensor.device, a, b, generator)
     return tensor
 
@@ -70,6 +75,7 @@ def uniform_(tensor, a=0.0, b=1.0, generator=None):
 def normal_(tensor, mean=0.0, std=1.0, generator=None):
     """Fills with samples of N(mean, std²)."""
     _check(tensor, "normal_")
+    check_finite(mean, "normal_", "mean"), check_finite(std, "normal_", "std", low=0.0)
     tensor._array[...] = normal_array(
         tensor.shape, tensor.dtype, tensor.device, mean, std, generator
     )
@@ -83,6 +89,8 @@ def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
     from scipy.special import erf, erfinv
 
     _check(tensor, "trunc_normal_")
+    check_finite(mean, "trunc_normal_", "mean")
+    check_finite(std, "trunc_normal_", "std", low=0.0, low_open=True)
     if not a < b:
         raise ValueError(f"trunc_normal_: need a < b, got a={a}, b={b}")
     lo = 0.5 * (1 + erf((a - mean) / (std * math.sqrt(2))))
@@ -97,6 +105,8 @@ def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
 @no_grad()
 def constant_(tensor, val):
     _check(tensor, "constant_")
+    if not isinstance(val, (bool, Tensor)):
+        check_real(val, "constant_", "val")
     tensor._array[...] = val
     return tensor
 
@@ -111,25 +121,25 @@ def ones_(tensor):
 
 def xavier_uniform_(tensor, gain=1.0, generator=None):
     """U(-a, a) with a = gain·√(6 / (fan_in + fan_out)) (Glorot & Bengio, 2010)."""
-    fan_in, fan_out = _calculate_fan_in_and_fan_out(tensor)
+    fan_in, fan_out = _calculate_fan_in_and_fan_out(tensor, "xavier_uniform_")
     bound = gain * math.sqrt(6.0 / (fan_in + fan_out))
     return uniform_(tensor, -bound, bound, generator)
 
 
 def xavier_normal_(tensor, gain=1.0, generator=None):
     """N(0, std²) with std = gain·√(2 / (fan_in + fan_out))."""
-    fan_in, fan_out = _calculate_fan_in_and_fan_out(tensor)
+    fan_in, fan_out = _calculate_fan_in_and_fan_out(tensor, "xavier_normal_")
     return normal_(tensor, 0.0, gain * math.sqrt(2.0 / (fan_in + fan_out)), generator)
 
 
 def kaiming_uniform_(tensor, a=0.0, mode="fan_in", nonlinearity="leaky_relu", generator=None):
     """U(-bound, bound) with bound = gain·√(3 / fan) (He et al., 2015)."""
     gain = calculate_gain(nonlinearity, a)
-    bound = gain * math.sqrt(3.0 / _fan(tensor, mode))
+    bound = gain * math.sqrt(3.0 / _fan(tensor, mode, "kaiming_uniform_"))
     return uniform_(tensor, -bound, bound, generator)
 
 
 def kaiming_normal_(tensor, a=0.0, mode="fan_in", nonlinearity="leaky_relu", generator=None):
     """N(0, std²) with std = gain / √fan."""
     gain = calculate_gain(nonlinearity, a)
-    return normal_(tensor, 0.0, gain / math.sqrt(_fan(tensor, mode)), generator)
+    return normal_(tensor, 0.0, gain / math.sqrt(_fan(tensor, mode, "kaiming_normal_")), generator)

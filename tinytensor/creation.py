@@ -68,6 +68,14 @@ def empty(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
 
 def full(size, fill_value, dtype=None, device=None, requires_grad=False) -> Tensor:
     shape = _size((size,), "full")
+    if not isinstance(fill_value, (builtins.bool, builtins.int, builtins.float, complex)):
+        if isinstance(fill_value, Tensor) and fill_value.numel() == 1:
+            fill_value = fill_value.item()
+        elif not is_real(fill_value):
+            raise TypeError(
+                f"full: fill_value must be a number, got {type(fill_value).__name__} "
+                f"{fill_value!r:.40}"
+            )
     xp = array_module_for(device or "cpu")
     if dtype is None:
         dtype = (

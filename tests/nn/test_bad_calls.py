@@ -328,6 +328,27 @@ CASES = [
         "nan",
         vs_torch=False,
     ),
+    # ---- nn.init -------------------------------------------------------------------------------
+    bad("nn.init.normal_(x, std=-1.0)", ValueError, "normal_", "std", "-1.0"),
+    bad("nn.init.normal_(x, mean=nan)", ValueError, "normal_", "mean", "nan", vs_torch=False),
+    bad("nn.init.uniform_(x, a=1.0, b=0.0)", ValueError, "uniform_", "a=1.0", "b=0.0"),
+    bad(
+        "nn.init.trunc_normal_(x, std=nan)",
+        ValueError,
+        "trunc_normal_",
+        "std",
+        "nan",
+        vs_torch=False,
+    ),
+    bad("nn.init.constant_(x, 'a')", TypeError, "constant_", "val", "'a'"),
+    bad(
+        "nn.init.kaiming_uniform_(x, mode='bogus')",
+        ValueError,
+        "kaiming_uniform_",
+        "mode",
+        "'bogus'",
+    ),
+    bad("nn.init.xavier_uniform_(lib.ones(3))", ValueError, "xavier_uniform_", "(3,)"),
 ]
 
 

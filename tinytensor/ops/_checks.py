@@ -32,6 +32,8 @@ def is_int(value) -> bool:
 
 def is_real(value) -> bool:
     """A Python or NumPy real number, bool excluded."""
+    if value.__class__ is float or value.__class__ is int:  # the common case, without the ABC
+        return True
     return isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
 
 

@@ -14,7 +14,7 @@ import numpy as np
 from ..backend import get_array_module, is_cupy_array
 from ..function import Function
 from ..tensor import Tensor, devices_mismatch_error
-from ._checks import check_int, check_tensor, index_tensor, sizes
+from ._checks import check_distinct_dims, check_int, check_tensor, index_tensor, sizes
 from ._util import normalize_dim
 
 
@@ -237,7 +237,9 @@ def squeeze(x, dim=None):
         shape = tuple(n for n in x.shape if n != 1)
     else:
         dims = dim if isinstance(dim, (tuple, list)) else (dim,)
-        dims = {normalize_dim(d, x.ndim, "squeeze") for d in dims}
+        axes = [normalize_dim(d, x.ndim, "squeeze") for d in dims]
+        check_distinct_dims(dim, axes, "squeeze")
+        dims = set(axes)
         shape = tuple(n for i, n in enumerate(x.shape) if not (i in dims and n == 1))
     return Reshape.apply(x, shape=shape)
 

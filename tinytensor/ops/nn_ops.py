@@ -12,7 +12,14 @@ from ..backend import get_array_module, is_cupy_array
 from ..function import Function
 from ..kernels.cpu.dispatch import kernels_for
 from ..tensor import Tensor
-from ._checks import check_indices_in_range, check_int, check_probability, check_tensor, sizes
+from ._checks import (
+    check_finite,
+    check_indices_in_range,
+    check_int,
+    check_probability,
+    check_tensor,
+    sizes,
+)
 from ._util import normalize_dim
 
 
@@ -390,6 +397,7 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):  # no
     """LayerNorm over the trailing dims `normalized_shape`, as `torch.nn.functional.layer_norm`."""
     _check_float(input, "layer_norm")
     shape = _normalized_shape(normalized_shape, "layer_norm")
+    check_finite(eps, "layer_norm", "eps", low=0.0)
     if tuple(input.shape[input.ndim - len(shape) :]) != shape:
         raise ValueError(
             f"layer_norm: input shape {tuple(input.shape)} does not end with normalized_shape "
@@ -417,6 +425,8 @@ def rms_norm(input, normalized_shape, weight=None, eps=None):  # noqa: A002
     """
     _check_float(input, "rms_norm")
     shape = _normalized_shape(normalized_shape, "rms_norm")
+    if eps is not None:
+        check_finite(eps, "rms_norm", "eps", low=0.0)
     if tuple(input.shape[input.ndim - len(shape) :]) != shape:
         raise ValueError(
             f"rms_norm: input shape {tuple(input.shape)} does not end with normalized_shape {shape}"
@@ -436,11 +446,12 @@ def embedding(input, weight, padding_idx=None):  # noqa: A002
     if not isinstance(input, Tensor) or input.dtype.kind not in "iu":
         got = input.dtype if isinstance(input, Tensor) else type(input).__name__
         raise TypeError(f"embedding: ids must be an integer tensor, got {got}")
+    check_tensor(weight, "embedding", "weight")
     if input.device != weight.device:
         from ..tensor import devices_mismatch_error
 
         raise devices_mismatch_error("embedding", (input, weight))
-    n = check_tensor(weight, "embedding", "weight").shape[0]
+    n = weight.shape[0]
     if padding_idx is not None and not -n <= check_int(padding_idx, "embedding", "padding_idx") < n:
         raise ValueError(f"embedding: padding_idx {padding_idx} is out of range for {n} embeddings")
     if input._array.size and (int(input._array.min()) < 0 or int(input._array.max()) >= n):
@@ -452,6 +463,8 @@ def embedding(input, weight, padding_idx=None):  # noqa: A002
 def dropout(input, p=0.5, training=True, generator=None):  # noqa: A002
     """Inverted dropout: zeroes each element with probability p and scales the rest by 1/(1-p)."""
     check_probability(p, "dropout")
+    if training.__class__ is not bool and not isinstance(training, np.bool_):
+        raise TypeError(f"dropout: training must be a bool, got {training!r}")
     if not training or p == 0.0:
         return input
     keep = dropout_keep_mask(input.shape, p, input.dtype, input.device, generator)

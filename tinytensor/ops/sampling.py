@@ -20,6 +20,8 @@ def multinomial(input, num_samples, replacement=False, *, generator=None):  # no
     """
     if not isinstance(input, Tensor) or input.dtype.kind != "f":
         raise TypeError(f"multinomial: input must be a floating tensor, got {_kind(input)}")
+    if not isinstance(replacement, (bool, np.bool_)):
+        raise TypeError(f"multinomial: replacement must be a bool, got {replacement!r}")
     if input.ndim not in (1, 2):
         raise ValueError(f"multinomial: input must be 1-d or 2-d, got shape {tuple(input.shape)}")
     if isinstance(num_samples, bool) or not isinstance(num_samples, int):

@@ -175,6 +175,10 @@ def einsum(equation, *operands):
     trace, "ii->i") is not supported."""
     if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
         operands = tuple(operands[0])
+    if not isinstance(equation, str):
+        raise TypeError(f"einsum: equation must be a string, got {type(equation).__name__}")
+    for i, x in enumerate(operands):
+        check_tensor(x, "einsum", f"operands[{i}]")
     eq = equation.replace(" ", "")
     lhs, arrow, out = eq.partition("->")
     subs = lhs.split(",")
@@ -527,14 +531,19 @@ def tile(x, dims):
 
 
 def hstack(tensors):
+    mv._tensor_list(tensors, "hstack")
     return mv.cat(tensors, dim=0 if tensors[0].ndim == 1 else 1)
 
 
 def vstack(tensors):
+    mv._tensor_list(tensors, "vstack")
     return mv.cat([tt if tt.ndim > 1 else tt.reshape(1, -1) for tt in tensors], dim=0)
 
 
 def masked_select(x, mask):
+    check_tensor(x, "masked_select")
+    if check_tensor(mask, "masked_select", "mask").dtype.kind != "b":
+        raise TypeError(f"masked_select: mask must be a bool tensor, got {mask.dtype}")
     return x[mask]
 
 
@@ -546,6 +555,7 @@ def pad(input, pad, mode="constant", value=0.0):  # noqa: A002 - PyTorch's argum
     if mode != "constant":
         raise ValueError(f"pad: mode must be 'constant', got {mode!r}")
     check_tensor(input, "pad")
+    check_real(value, "pad", "value")
     for amount in pad:
         check_int(amount, "pad", "pad")
     if len(pad) % 2 or len(pad) // 2 > input.ndim:
@@ -572,12 +582,14 @@ def pad(input, pad, mode="constant", value=0.0):  # noqa: A002 - PyTorch's argum
 
 
 def mm(a, b):
+    check_tensor(a, "mm"), check_tensor(b, "mm", "mat2")
     if a.ndim != 2 or b.ndim != 2:
         raise ValueError(f"mm: expects 2-d tensors, got {tuple(a.shape)} and {tuple(b.shape)}")
     return matmul(a, b)
 
 
 def bmm(a, b):
+    check_tensor(a, "bmm"), check_tensor(b, "bmm", "mat2")
     if a.ndim != 3 or b.ndim != 3 or a.shape[0] != b.shape[0]:
         raise ValueError(f"bmm: expects (B, n, m) and (B, m, p), got {a.shape} and {b.shape}")
     return matmul(a, b)
@@ -588,12 +600,14 @@ def mv_(a, v):
 
 
 def dot(a, b):
+    check_tensor(a, "dot"), check_tensor(b, "dot", "tensor")
     if a.ndim != 1 or b.ndim != 1:
         raise ValueError(f"dot: expects 1-d tensors, got {tuple(a.shape)} and {tuple(b.shape)}")
     return matmul(a, b)
 
 
 def outer(a, b):
+    check_tensor(a, "outer"), check_tensor(b, "outer", "vec2")
     return mv.unsqueeze(a, 1) * mv.unsqueeze(b, 0)
 
 
@@ -602,7 +616,7 @@ def is_tensor(obj) -> bool:
 
 
 def numel(x) -> int:
-    return x.numel()
+    return check_tensor(x, "numel").numel()
 
 
 def is_floating_point(x) -> bool:
