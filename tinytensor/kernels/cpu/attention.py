@@ -32,8 +32,9 @@ def _masked_softmax(s, scale, allowed, use_mask):
             for j in range(nk):
                 s[h, i, j] = 0.0
             continue
-        for j in range(nk):  # exp(-inf) = 0 for the masked keys
-            s[h, i, j] = fast_exp(s[h, i, j] - m)
+        zero = s.dtype.type(0.0)
+        for j in range(nk):  # masked keys: 0 without an exp (half the row when causal)
+            s[h, i, j] = fast_exp(s[h, i, j] - m) if not use_mask or allowed[i, j] else zero
         total = 0.0
         for j in range(nk):
             total += s[h, i, j]
