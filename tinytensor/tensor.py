@@ -427,10 +427,31 @@ class Tensor:
         return self._inplace("zero_", _fill_like, 0)
 
     def add_(self, other, alpha=1) -> Tensor:
+        other, alpha = _scalar_first("add_", other, alpha)
         return self._inplace("add_", _ops.torch_extras.add, other, alpha=alpha)
 
     def sub_(self, other, alpha=1) -> Tensor:
+        other, alpha = _scalar_first("sub_", other, alpha)
         return self._inplace("sub_", _ops.torch_extras.sub, other, alpha=alpha)
+
+    def addcmul_(self, *args, value=1) -> Tensor:
+        """self += value·t1·t2 (also the deprecated addcmul_(value, t1, t2))."""
+        (tensor1, tensor2), value = _tensors_and_value("addcmul_", args, value)
+        return self._inplace("addcmul_", _ops.torch_extras.addcmul, tensor1, tensor2, value=value)
+
+    def addcdiv_(self, *args, value=1) -> Tensor:
+        """self += value·t1/t2 (also the deprecated addcdiv_(value, t1, t2))."""
+        (tensor1, tensor2), value = _tensors_and_value("addcdiv_", args, value)
+        return self._inplace("addcdiv_", _ops.torch_extras.addcdiv, tensor1, tensor2, value=value)
+
+    def addcmul(self, tensor1, tensor2, *, value=1) -> Tensor:
+        return _ops.torch_extras.addcmul(self, tensor1, tensor2, value=value)
+
+    def addcdiv(self, tensor1, tensor2, *, value=1) -> Tensor:
+        return _ops.torch_extras.addcdiv(self, tensor1, tensor2, value=value)
+
+    def lerp_(self, end, weight) -> Tensor:
+        return self._inplace("lerp_", _ops.torch_extras.lerp, end, weight)
 
     def mul_(self, other) -> Tensor:
         return self._inplace("mul_", _ops.mul, other)
@@ -966,6 +987,39 @@ class _HookHandle:
     def remove(self):
         if self.hook in self.hooks:
             self.hooks.remove(self.hook)
+
+
+def _scalar_first(op, other, alpha):
+    """PyTorch's deprecated `x.add_(alpha, other)` (a number, then a tensor), which older
+    scripts use as `p.data.add_(-lr, p.grad.data)`: same result and warning as PyTorch."""
+    if isinstance(alpha, Tensor) and not isinstance(other, Tensor):
+        import warnings
+
+        warnings.warn(
+            f"This overload of {op} is deprecated: {op}(Number alpha, Tensor other); use "
+            f"{op}(Tensor other, *, Number alpha) instead",
+            UserWarning,
+            stacklevel=3,
+        )
+        return alpha, other
+    return other, alpha
+
+
+def _tensors_and_value(op, args, value):
+    """(t1, t2) and value, or PyTorch's deprecated (value, t1, t2) order (older Adam code)."""
+    if len(args) == 2 and all(isinstance(a, Tensor) for a in args):
+        return args, value
+    if len(args) == 3 and isinstance(args[1], Tensor) and isinstance(args[2], Tensor):
+        import warnings
+
+        warnings.warn(
+            f"This overload of {op} is deprecated: {op}(Number value, Tensor tensor1, Tensor "
+            f"tensor2); use {op}(Tensor tensor1, Tensor tensor2, *, Number value) instead",
+            UserWarning,
+            stacklevel=3,
+        )
+        return args[1:], args[0]
+    raise TypeError(f"{op}: expected (tensor1, tensor2, *, value=...), got {len(args)} arguments")
 
 
 def _copy_into(x, src):
