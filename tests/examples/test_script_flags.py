@@ -385,6 +385,22 @@ def test_allow_data_change_resumes_on_the_changed_file_and_records_its_hash(path
     assert state["step"] == 3 and state["meta"]["data_sha256"] == now
 
 
+def test_a_checkpoint_without_a_data_hash_still_resumes(paths, tmp_path):
+    """Checkpoints written before the hash was recorded continue as they did."""
+    import tinytensor as tt
+
+    run = str(tmp_path / "run")
+    shutil.copytree(paths["trained"], run)
+    state = _checkpoint(run)
+    del state["meta"]["data_sha256"]
+    tt.save(state, os.path.join(run, "checkpoint.safetensors"))
+    done = run_script(
+        "train_gpt.py", ["--resume", "--out-dir", run, "--steps", "3", "--no-progress", "--no-plot"]
+    )
+    assert done.returncode == 0, done.stderr
+    assert _checkpoint(run)["step"] == 3
+
+
 @pytest.mark.parametrize("flag", ["--lr 1e30", "--weight-decay 1e300"])
 def test_a_diverging_run_ends_with_one_line_and_exit_1(flag, paths, tmp_path):
     extra = f"{flag} --out-dir {tmp_path / 'run'} --steps 4"
