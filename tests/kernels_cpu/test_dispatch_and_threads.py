@@ -135,3 +135,23 @@ def test_free_cores_measures_idle_plus_own_time():
     if free is None:
         pytest.skip("no /proc/stat on this system: the count stays at the cores allowed")
     assert 0.0 <= free <= (threads.os.cpu_count() or 1) + 1e-9
+
+
+def test_kernels_from_several_python_threads_at_once():
+    """numba's workqueue pool aborts the process if two threads enter it: off the main thread
+    the serial twin runs, so concurrent calls are safe and give the main thread's results."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    tt.set_num_threads(2)
+    x = np.random.default_rng(0).standard_normal((400, 128)).astype(np.float32)
+    with tt.cpu_kernels("numba"):
+        expected = F.layer_norm(tt.tensor(x), (128,)).numpy()
+
+        def work(_):
+            with tt.cpu_kernels("numba"):
+                return F.layer_norm(tt.tensor(x), (128,)).numpy()
+
+        with ThreadPoolExecutor(4) as pool:
+            results = list(pool.map(work, range(8)))
+    for r in results:
+        np.testing.assert_allclose(r, expected, rtol=1e-6, atol=1e-6)

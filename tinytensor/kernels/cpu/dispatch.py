@@ -21,6 +21,7 @@ from __future__ import annotations
 import functools
 import importlib
 import os
+import threading
 import types
 
 import numpy as np
@@ -121,8 +122,14 @@ def parallel_for(size: int) -> bool:
 
     NOTE: with one thread the serial twin runs: numba's pool would still hand the work to a
     worker thread and wait for it, and on a busy machine that wait is a scheduler time slice.
+    Off the main thread it runs too: numba's workqueue pool must not be entered from two
+    threads at once (it aborts the process), so only the main thread uses it.
     """
-    return size >= PARALLEL_MIN_ELEMENTS and threads.get_num_threads() > 1
+    return (
+        size >= PARALLEL_MIN_ELEMENTS
+        and threads.get_num_threads() > 1
+        and threading.current_thread() is threading.main_thread()
+    )
 
 
 def twin_jit(py_func):
