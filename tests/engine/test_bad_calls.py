@@ -431,3 +431,22 @@ def test_gather_reads_only_the_index_sized_corner_as_pytorch(torch):
     ours = tt.tensor(x).gather(1, tt.tensor([[2, 0]]))
     theirs = torch.tensor(x).gather(1, torch.tensor([[2, 0]]))
     assert ours.tolist() == theirs.tolist()
+
+
+@pytest.mark.parametrize(
+    "expr",
+    [
+        "lib.index_fill(x, 0, i([-1]), 0.0)",
+        "lib.select(x, 1, -1)",
+        "lib.narrow(x, 1, -3, 2)",
+        "x[i([-1, 0])]",
+        "x.transpose(-1, -2)",
+        "x.flatten(-2, -1)",
+    ],
+)
+def test_negative_indices_that_pytorch_wraps_are_wrapped_here_too(expr, torch):
+    """Where PyTorch reads -1 as the last position, so does tinytensor (same values)."""
+    x = [[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]
+    ours = eval(expr, {**namespace(tt), "x": tt.tensor(x)})  # noqa: S307
+    theirs = eval(expr, {**namespace(torch), "x": torch.tensor(x)})  # noqa: S307
+    assert ours.tolist() == theirs.tolist()

@@ -109,15 +109,17 @@ class IndexFill(Function):
 # ---- the public functions: arguments checked here, at the boundary -------------------------
 
 
-def _index_array(op, index, x, dim, *, along_only=False):
-    """The index as a backend array, checked: an integer tensor, in range along dim (negative
-    indices are an error, as in PyTorch's scatter/index ops)."""
+def _index_array(op, index, x, dim, *, along_only=False, wrap_negative=False):
+    """The index as a backend array, checked: an integer tensor, in range along dim. Negative
+    indices are an error, as in PyTorch's scatter/index_add, except where PyTorch wraps them
+    (`wrap_negative`: index_fill takes -1 as the last slice)."""
     if not isinstance(index, Tensor) or index.dtype.kind not in "iu":
         raise TypeError(f"{op}: index must be an integer tensor, got {_describe(index)}")
     arr = index._array
     n = x.shape[dim] if x.ndim else 1
-    if arr.size and (int(arr.min()) < 0 or int(arr.max()) >= n):
-        bad = int(arr.min()) if int(arr.min()) < 0 else int(arr.max())
+    lowest = -n if wrap_negative else 0
+    if arr.size and (int(arr.min()) < lowest or int(arr.max()) >= n):
+        bad = int(arr.min()) if int(arr.min()) < lowest else int(arr.max())
         raise IndexError(
             f"{op}: index {bad} is out of range for dim {dim} of size {n} "
             f"(tensor shape {tuple(x.shape)})"
@@ -205,7 +207,9 @@ def index_add(x, dim, index, source, *, alpha=1):
 def index_fill(x, dim, index, value):
     """out = x with the slices `index` along dim filled with value (a number or 0-d tensor)."""
     d = normalize_dim(dim, x.ndim, "index_fill")
-    idx = _index_array("index_fill", index, x, d, along_only=True)
+    idx = _index_array("index_fill", index, x, d, along_only=True, wrap_negative=True) % max(
+        x.shape[d] if x.ndim else 1, 1
+    )
     if isinstance(value, Tensor):
         if value.ndim != 0:
             raise IndexError(f"index_fill: value must be a number or 0-d tensor, got {value.shape}")
