@@ -101,7 +101,54 @@ class _KeyedAttributes:
         return sorted(set(super().__dir__()) | set(self.__dict__.get(self._parts_attr, ())))
 
 
-class ModuleList(Module):
+class _ListContainer(Module):
+    """The list protocol of ModuleList and ParameterList over one private list, `_list`.
+
+    Subclasses set `_checked(value)`: the value to store (checked, or wrapped as a Parameter).
+    """
+
+    def __init__(self, values=None):
+        super().__init__()
+        self._list = []
+        if values is not None:
+            self.extend(values)
+
+    def _checked(self, value):
+        raise NotImplementedError
+
+    def append(self, value):
+        self._list.append(self._checked(value))
+        return self
+
+    def extend(self, values):
+        for value in values:
+            self.append(value)
+        return self
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return type(self)(self._list[index])
+        return self._list[index]
+
+    def __setitem__(self, index, value):
+        self._list[index] = self._checked(value)
+
+    def __len__(self):
+        return len(self._list)
+
+    def __iter__(self):
+        return iter(self._list)
+
+    def __iadd__(self, values):
+        return self.extend(values)
+
+    def forward(self, *args, **kwargs):
+        raise NotImplementedError(
+            f"{type(self).__name__} has no forward(); iterate over it instead"
+        )
+
+
+class ModuleList(_ListContainer):
     """A list of modules, registered under their indices (`layers.0.weight`).
 
     Example:
@@ -111,10 +158,10 @@ class ModuleList(Module):
     """
 
     def __init__(self, modules=None):
-        super().__init__()
-        self._list = []
-        if modules is not None:
-            self.extend(modules)
+        super().__init__(modules)
+
+    def _checked(self, module):
+        return _check_module(type(self).__name__, module)
 
     def _all_children(self):
         return ((str(i), m) for i, m in enumerate(self._list))
@@ -122,43 +169,14 @@ class ModuleList(Module):
     def _own_parameters(self):
         return iter(())
 
-    def append(self, module: Module) -> ModuleList:
-        self._list.append(_check_module(type(self).__name__, module))
-        return self
-
-    def extend(self, modules) -> ModuleList:
-        for m in modules:
-            self.append(m)
-        return self
-
     def insert(self, index: int, module: Module) -> None:
-        self._list.insert(index, _check_module(type(self).__name__, module))
-
-    def __getitem__(self, index):
-        if isinstance(index, slice):
-            return type(self)(self._list[index])
-        return self._list[index]
-
-    def __setitem__(self, index, module):
-        self._list[index] = _check_module(type(self).__name__, module)
+        self._list.insert(index, self._checked(module))
 
     def __delitem__(self, index):
         del self._list[index]  # later modules are renumbered, as in PyTorch
 
-    def __len__(self):
-        return len(self._list)
-
-    def __iter__(self):
-        return iter(self._list)
-
-    def __iadd__(self, modules):
-        return self.extend(modules)
-
     def __add__(self, other):
         return ModuleList([*self._list, *other])
-
-    def forward(self, *args, **kwargs):
-        raise NotImplementedError("ModuleList has no forward(); iterate over it instead")
 
 
 class Sequential(_KeyedAttributes, Module):
@@ -245,7 +263,68 @@ class Sequential(_KeyedAttributes, Module):
         return x
 
 
-class ModuleDict(_KeyedAttributes, Module):
+class _DictContainer(_KeyedAttributes, Module):
+    """The mapping protocol of ModuleDict and ParameterDict over one private dict, `_dict`, in
+    insertion order; keys are also attributes (see `_KeyedAttributes`).
+
+    Subclasses set `_is_part(value)` and `_checked(value)`: the value to store (checked, or
+    wrapped as a Parameter).
+    """
+
+    _parts_attr = "_dict"
+
+    def __init__(self, values=None):
+        super().__init__()
+        self._dict = {}
+        if values is not None:
+            self.update(values)
+
+    def _checked(self, value):
+        raise NotImplementedError
+
+    def __setitem__(self, key: str, value):
+        _check_key(type(self).__name__, key)
+        self._dict[key] = self._checked(value)
+
+    def __getitem__(self, key: str):
+        return self._dict[key]
+
+    def __delitem__(self, key: str):
+        del self._dict[key]
+
+    def __contains__(self, key) -> bool:
+        return key in self._dict
+
+    def __len__(self):
+        return len(self._dict)
+
+    def __iter__(self):
+        return iter(self._dict)
+
+    def keys(self):
+        return self._dict.keys()
+
+    def values(self):
+        return self._dict.values()
+
+    def items(self):
+        return self._dict.items()
+
+    def update(self, values) -> None:
+        for key, value in _items(type(self).__name__, values):
+            self[key] = value
+
+    def pop(self, key: str):
+        return self._dict.pop(key)
+
+    def clear(self) -> None:
+        self._dict.clear()
+
+    def forward(self, *args, **kwargs):
+        raise NotImplementedError(f"{type(self).__name__} has no forward(); index it instead")
+
+
+class ModuleDict(_DictContainer):
     """A dict of modules, registered under their keys (`transformer.wte.weight`), in insertion
     order. `md["wte"]` and `md.wte` both work (a misspelt key raises AttributeError/KeyError).
 
@@ -255,16 +334,14 @@ class ModuleDict(_KeyedAttributes, Module):
         (10, 4)
     """
 
-    _parts_attr = "_dict"
+    def __init__(self, modules=None):
+        super().__init__(modules)
 
     def _is_part(self, value):
         return isinstance(value, Module)
 
-    def __init__(self, modules=None):
-        super().__init__()
-        self._dict = {}
-        if modules is not None:
-            self.update(modules)
+    def _checked(self, module):
+        return _check_module(type(self).__name__, module)
 
     def _all_children(self):
         return iter(self._dict.items())
@@ -272,49 +349,8 @@ class ModuleDict(_KeyedAttributes, Module):
     def _own_parameters(self):
         return iter(())
 
-    def __setitem__(self, key: str, module: Module):
-        _check_key("ModuleDict", key)
-        self._dict[key] = _check_module("ModuleDict", module)
 
-    def __getitem__(self, key: str) -> Module:
-        return self._dict[key]
-
-    def __delitem__(self, key: str):
-        del self._dict[key]
-
-    def __contains__(self, key) -> bool:
-        return key in self._dict
-
-    def __len__(self):
-        return len(self._dict)
-
-    def __iter__(self):
-        return iter(self._dict)
-
-    def keys(self):
-        return self._dict.keys()
-
-    def values(self):
-        return self._dict.values()
-
-    def items(self):
-        return self._dict.items()
-
-    def update(self, modules) -> None:
-        for key, module in _items("ModuleDict", modules):
-            self[key] = module
-
-    def pop(self, key: str) -> Module:
-        return self._dict.pop(key)
-
-    def clear(self) -> None:
-        self._dict.clear()
-
-    def forward(self, *args, **kwargs):
-        raise NotImplementedError("ModuleDict has no forward(); index it instead")
-
-
-class ParameterList(Module):
+class ParameterList(_ListContainer):
     """A list of Parameters, registered under their indices (`weights.0`). Tensors put in are
     wrapped as Parameters, as in PyTorch.
 
@@ -324,11 +360,8 @@ class ParameterList(Module):
         ['0', '1', '2']
     """
 
-    def __init__(self, values=None):
-        super().__init__()
-        self._list = []
-        if values is not None:
-            self.extend(values)
+    def _checked(self, value):
+        return _as_parameter(type(self).__name__, value)
 
     def _own_parameters(self):
         return ((str(i), p) for i, p in enumerate(self._list))
@@ -336,53 +369,22 @@ class ParameterList(Module):
     def _all_children(self):
         return iter(())
 
-    def append(self, value) -> ParameterList:
-        self._list.append(_as_parameter("ParameterList", value))
-        return self
-
-    def extend(self, values) -> ParameterList:
-        for value in values:
-            self.append(value)
-        return self
-
-    def __getitem__(self, index):
-        if isinstance(index, slice):
-            return ParameterList(self._list[index])
-        return self._list[index]
-
-    def __setitem__(self, index, value):
-        self._list[index] = _as_parameter("ParameterList", value)
-
-    def __len__(self):
-        return len(self._list)
-
-    def __iter__(self):
-        return iter(self._list)
-
-    def __iadd__(self, values):
-        return self.extend(values)
-
     def __repr__(self):
         return _parameters_repr(self, enumerate(self._list))
 
-    def forward(self, *args, **kwargs):
-        raise NotImplementedError("ParameterList has no forward(); iterate over it instead")
 
-
-class ParameterDict(_KeyedAttributes, Module):
+class ParameterDict(_DictContainer):
     """A dict of Parameters, registered under their keys (`scales.alpha`), in insertion order;
     `pd["alpha"]` and `pd.alpha` both work. Tensors put in are wrapped as Parameters."""
 
-    _parts_attr = "_dict"
+    def __init__(self, parameters=None):
+        super().__init__(parameters)
 
     def _is_part(self, value):
         return isinstance(value, Tensor)
 
-    def __init__(self, parameters=None):
-        super().__init__()
-        self._dict = {}
-        if parameters is not None:
-            self.update(parameters)
+    def _checked(self, value):
+        return _as_parameter(type(self).__name__, value)
 
     def _own_parameters(self):
         return iter(self._dict.items())
@@ -390,49 +392,8 @@ class ParameterDict(_KeyedAttributes, Module):
     def _all_children(self):
         return iter(())
 
-    def __setitem__(self, key: str, value):
-        _check_key("ParameterDict", key)
-        self._dict[key] = _as_parameter("ParameterDict", value)
-
-    def __getitem__(self, key: str) -> Parameter:
-        return self._dict[key]
-
-    def __delitem__(self, key: str):
-        del self._dict[key]
-
-    def __contains__(self, key) -> bool:
-        return key in self._dict
-
-    def __len__(self):
-        return len(self._dict)
-
-    def __iter__(self):
-        return iter(self._dict)
-
-    def keys(self):
-        return self._dict.keys()
-
-    def values(self):
-        return self._dict.values()
-
-    def items(self):
-        return self._dict.items()
-
     def get(self, key: str, default=None):
         return self._dict.get(key, default)
 
-    def update(self, parameters) -> None:
-        for key, value in _items("ParameterDict", parameters):
-            self[key] = value
-
-    def pop(self, key: str) -> Parameter:
-        return self._dict.pop(key)
-
-    def clear(self) -> None:
-        self._dict.clear()
-
     def __repr__(self):
         return _parameters_repr(self, self._dict.items())
-
-    def forward(self, *args, **kwargs):
-        raise NotImplementedError("ParameterDict has no forward(); index it instead")
