@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from ..backend import get_array_module
-from ..tensor import Tensor
 from .optimizer import Optimizer
 
 
@@ -52,19 +51,8 @@ class Adadelta(Optimizer):
 
     def _update_group(self, group):
         lr, rho, eps = group["lr"], group["rho"], group["eps"]
-        weight_decay, maximize = group["weight_decay"], group["maximize"]
-        for p in group["params"]:
-            if p.grad is None:
-                continue
-            g = -p.grad._array if maximize else p.grad._array
+        for p, g, state in self._gradients(group, buffers=("square_avg", "acc_delta")):
             xp = get_array_module(p._array)
-            state = self.state.setdefault(p, {})
-            for key in ("square_avg", "acc_delta"):
-                if key not in state:
-                    state[key] = Tensor._wrap(xp.zeros_like(p._array), False, None)
-            state["step"] = int(state.get("step", 0)) + 1  # int(): PyTorch saves a tensor
-            if weight_decay != 0:
-                g = g + weight_decay * p._array
             v, u = state["square_avg"]._array, state["acc_delta"]._array
             v *= rho
             v += (1 - rho) * (g * g)

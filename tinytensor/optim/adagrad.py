@@ -70,17 +70,9 @@ class Adagrad(Optimizer):
 
     def _update_group(self, group):
         lr, lr_decay, eps = group["lr"], group["lr_decay"], group["eps"]
-        weight_decay, maximize = group["weight_decay"], group["maximize"]
-        for p in group["params"]:
-            if p.grad is None:
-                continue
-            g = -p.grad._array if maximize else p.grad._array
+        for p, g, state in self._gradients(group):
             self._init_state(p, group)  # a group added after construction
-            state = self.state[p]
-            step = state["step"] = int(state["step"]) + 1  # int(): PyTorch saves a tensor
-            if weight_decay != 0:
-                g = g + weight_decay * p._array
-            clr = lr / (1 + (step - 1) * lr_decay)
+            clr = lr / (1 + (state["step"] - 1) * lr_decay)
             s = state["sum"]._array
             s += g * g
             xp = get_array_module(s)

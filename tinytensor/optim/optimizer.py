@@ -23,7 +23,7 @@ import inspect
 import math
 import numbers
 
-from ..backend import move_array
+from ..backend import get_array_module, move_array
 from ..function import enable_grad, no_grad
 from ..tensor import Tensor
 
@@ -189,6 +189,29 @@ class Optimizer:
 
     def _update_group(self, group: dict) -> None:
         raise NotImplementedError(f"{type(self).__name__} must implement _update_group")
+
+    def _gradients(self, group: dict, buffers=()):
+        """Yields (p, g, state) for each parameter of the group that has a gradient: the loop
+        glue of the element-wise optimizers (Adagrad, Adadelta, RMSprop).
+
+        g = grad (negated if group["maximize"]) + weight_decay * p (the L2 penalty, coupled);
+        state = self.state[p], holding the named `buffers` (zeros like p where new) and "step",
+        already advanced by one.
+        """
+        weight_decay, maximize = group["weight_decay"], group["maximize"]
+        for p in group["params"]:
+            if p.grad is None:
+                continue
+            g = -p.grad._array if maximize else p.grad._array
+            state = self.state.setdefault(p, {})
+            for key in buffers:
+                if key not in state:
+                    zeros = get_array_module(p._array).zeros_like(p._array)
+                    state[key] = Tensor._wrap(zeros, False, None)
+            state["step"] = int(state.get("step", 0)) + 1  # int(): PyTorch saves a tensor
+            if weight_decay != 0:
+                g = g + weight_decay * p._array
+            yield p, g, state
 
     # ---- checkpoints --------------------------------------------------------------------------
 

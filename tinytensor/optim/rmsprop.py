@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from ..backend import get_array_module
-from ..tensor import Tensor
 from .optimizer import Optimizer
 
 
@@ -64,22 +63,11 @@ class RMSprop(Optimizer):
 
     def _update_group(self, group):
         lr, alpha, eps = group["lr"], group["alpha"], group["eps"]
-        weight_decay, momentum = group["weight_decay"], group["momentum"]
-        centered, maximize = group["centered"], group["maximize"]
-        for p in group["params"]:
-            if p.grad is None:
-                continue
-            g = -p.grad._array if maximize else p.grad._array
+        momentum, centered = group["momentum"], group["centered"]
+        buffers = ("square_avg",) + (("momentum_buffer",) if momentum > 0 else ())
+        buffers += ("grad_avg",) if centered else ()
+        for p, g, state in self._gradients(group, buffers):
             xp = get_array_module(p._array)
-            state = self.state.setdefault(p, {})
-            buffers = ("square_avg",) + (("momentum_buffer",) if momentum > 0 else ())
-            buffers += ("grad_avg",) if centered else ()
-            for key in buffers:
-                if key not in state:
-                    state[key] = Tensor._wrap(xp.zeros_like(p._array), False, None)
-            state["step"] = int(state.get("step", 0)) + 1  # int(): PyTorch saves a tensor
-            if weight_decay != 0:
-                g = g + weight_decay * p._array
             v = state["square_avg"]._array
             v *= alpha
             v += (1 - alpha) * (g * g)
