@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import tinytensor as tt
-from tinytensor.kernels.cpu import dispatch
+from tinytensor.kernels.cpu import dispatch, threads
 
 F = tt.nn.functional
 
@@ -28,16 +28,29 @@ def run(mode, build, arrays, seed_grad=0):
     return [out.numpy()] + grads
 
 
+@pytest.fixture(autouse=True)
+def restore_thread_policy():
+    saved = dict(threads._state)
+    yield
+    threads._state.update(saved)
+    threads._state["current"] = None
+    threads._apply(saved["fixed"] or threads.cores_allowed())
+
+
 def assert_fused_matches_reference(build, arrays, dtype, **tolerance):
+    """At 1 thread (the serial twins) and 2 (the parallel twins above PARALLEL_MIN_ELEMENTS)."""
     ref = run("numpy", build, arrays)
-    fused = run("numba", build, arrays)
     tol = {**TOL[dtype], **tolerance}
-    for i, (a, b) in enumerate(zip(fused, ref)):
-        if b is None:
-            assert a is None
-            continue
-        assert a.dtype == b.dtype, f"output {i}: {a.dtype} vs {b.dtype}"
-        np.testing.assert_allclose(a, b, **tol, err_msg=f"output {i} (0 = forward)")
+    for n_threads in (1, 2):
+        tt.set_num_threads(n_threads)
+        fused = run("numba", build, arrays)
+        for i, (a, b) in enumerate(zip(fused, ref)):
+            where = f"output {i} (0 = forward), {n_threads} thread(s)"
+            if b is None:
+                assert a is None, where
+                continue
+            assert a.dtype == b.dtype, f"{where}: {a.dtype} vs {b.dtype}"
+            np.testing.assert_allclose(a, b, **tol, err_msg=where)
 
 
 def randn(rng, shape, dtype, scale=1.0):

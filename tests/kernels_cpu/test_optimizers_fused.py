@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import tinytensor as tt
+from tinytensor.kernels.cpu import threads
 
 SHAPES = [(3,), (5, 7), (1,), (130, 129)]  # the last spans several kernel chunks
 
@@ -38,9 +39,20 @@ OPTIMIZERS = {
 }
 
 
+@pytest.fixture
+def two_threads():
+    """The parallel twin (the largest parameter spans several chunks)."""
+    saved = dict(threads._state)
+    tt.set_num_threads(2)
+    yield
+    threads._state.update(saved)
+    threads._state["current"] = None
+    threads._apply(saved["fixed"] or threads.cores_allowed())
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("name", list(OPTIMIZERS))
-def test_fused_step_matches_the_loop(name, dtype):
+def test_fused_step_matches_the_loop(name, dtype, two_threads):
     ref, ref_opt = train("numpy", OPTIMIZERS[name], dtype)
     fused, fused_opt = train("numba", OPTIMIZERS[name], dtype)
     tol = dict(rtol=1e-6, atol=1e-7) if dtype == np.float32 else dict(rtol=1e-13, atol=1e-14)
