@@ -337,11 +337,11 @@ class _CellBase(Module):
         for weight in self.parameters():
             init.uniform_(weight, -stdv, stdv)
 
-    def _step(self, x, hx):
+    def forward(self, input, hx=None):  # noqa: A002 - PyTorch's argument name
         name = type(self).__name__
-        _check_input(x, name, self.input_size, (1, 2))
-        unbatched = x.dim() == 1
-        x = x.unsqueeze(0) if unbatched else x
+        _check_input(input, name, self.input_size, (1, 2))
+        unbatched = input.dim() == 1
+        x = input.unsqueeze(0) if unbatched else input
         shape = (x.shape[0], self.hidden_size)
         if hx is None:
             h = zeros(*shape, dtype=x.dtype, device=x.device)
@@ -376,9 +376,6 @@ class RNNCell(_CellBase):
         )
         self.nonlinearity = nonlinearity
 
-    def forward(self, input, hx=None):  # noqa: A002 - PyTorch's argument name
-        return self._step(input, hx)
-
 
 class LSTMCell(_CellBase):
     """One LSTM step, as `torch.nn.LSTMCell`: returns (h', c'); hx is (h, c) or None."""
@@ -386,15 +383,9 @@ class LSTMCell(_CellBase):
     def __init__(self, input_size, hidden_size, bias=True, device=None, dtype=None):
         super().__init__("LSTM", input_size, hidden_size, bias, device, dtype)
 
-    def forward(self, input, hx=None):  # noqa: A002 - PyTorch's argument name
-        return self._step(input, hx)
-
 
 class GRUCell(_CellBase):
     """One GRU step, as `torch.nn.GRUCell`."""
 
     def __init__(self, input_size, hidden_size, bias=True, device=None, dtype=None):
         super().__init__("GRU", input_size, hidden_size, bias, device, dtype)
-
-    def forward(self, input, hx=None):  # noqa: A002 - PyTorch's argument name
-        return self._step(input, hx)
