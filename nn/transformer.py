@@ -49,8 +49,24 @@ def _activation_fn(activation, where):
     return activation
 
 
-def _clones(layer, n, where):
+def _attention(attn, query, key_value, attn_mask, key_padding_mask, is_causal):
+    """The output of MultiheadAttention `attn` for `query` over `key_value`, without the weights
+    (the attention sub-layer of both Transformer layers)."""
+    return attn(
+        query,
+        key_value,
+        key_value,
+        attn_mask=attn_mask,
+        key_padding_mask=key_padding_mask,
+        need_weights=False,
+        is_causal=is_causal,
+    )[0]
+
+
+def _clones(layer, n, where, argument):
     """n independent deep copies of `layer` (the layer passed in is a template, as PyTorch)."""
+    if not isinstance(layer, Module):
+        raise TypeError(f"{where}: {argument} must be a Module, got {type(layer).__name__}")
     check_int(n, where, "num_layers", minimum=0)
     return ModuleList([copy.deepcopy(layer) for _ in range(n)])
 
@@ -157,16 +173,9 @@ class TransformerEncoderLayer(Module):
         return self.norm2(x + self._ff_block(x))
 
     def _sa_block(self, x, attn_mask, key_padding_mask, is_causal):
-        x = self.self_attn(
-            x,
-            x,
-            x,
-            attn_mask=attn_mask,
-            key_padding_mask=key_padding_mask,
-            need_weights=False,
-            is_causal=is_causal,
-        )[0]
-        return self.dropout1(x)
+        return self.dropout1(
+            _attention(self.self_attn, x, x, attn_mask, key_padding_mask, is_causal)
+        )
 
     def _ff_block(self, x):
         return self.dropout2(self.linear2(self.dropout(self.activation(self.linear1(x)))))
@@ -243,28 +252,14 @@ class TransformerDecoderLayer(Module):
         return self.norm3(x + self._ff_block(x))
 
     def _sa_block(self, x, attn_mask, key_padding_mask, is_causal):
-        x = self.self_attn(
-            x,
-            x,
-            x,
-            attn_mask=attn_mask,
-            key_padding_mask=key_padding_mask,
-            need_weights=False,
-            is_causal=is_causal,
-        )[0]
-        return self.dropout1(x)
+        return self.dropout1(
+            _attention(self.self_attn, x, x, attn_mask, key_padding_mask, is_causal)
+        )
 
     def _mha_block(self, x, memory, attn_mask, key_padding_mask, is_causal):
-        x = self.multihead_attn(
-            x,
-            memory,
-            memory,
-            attn_mask=attn_mask,
-            key_padding_mask=key_padding_mask,
-            need_weights=False,
-            is_causal=is_causal,
-        )[0]
-        return self.dropout2(x)
+        return self.dropout2(
+            _attention(self.multihead_attn, x, memory, attn_mask, key_padding_mask, is_causal)
+        )
 
     def _ff_block(self, x):
         return self.dropout3(self.linear2(self.dropout(self.activation(self.linear1(x)))))
@@ -292,12 +287,7 @@ class TransformerEncoder(Module):
         self, encoder_layer, num_layers, norm=None, enable_nested_tensor=True, mask_check=True
     ):
         super().__init__()
-        if not isinstance(encoder_layer, Module):
-            raise TypeError(
-                f"TransformerEncoder: encoder_layer must be a Module, got "
-                f"{type(encoder_layer).__name__}"
-            )
-        self.layers = _clones(encoder_layer, num_layers, "TransformerEncoder")
+        self.layers = _clones(encoder_layer, num_layers, "TransformerEncoder", "encoder_layer")
         self.num_layers = num_layers
         self.norm = norm
         self.enable_nested_tensor = enable_nested_tensor
@@ -344,12 +334,7 @@ class TransformerDecoder(Module):
 
     def __init__(self, decoder_layer, num_layers, norm=None):
         super().__init__()
-        if not isinstance(decoder_layer, Module):
-            raise TypeError(
-                f"TransformerDecoder: decoder_layer must be a Module, got "
-                f"{type(decoder_layer).__name__}"
-            )
-        self.layers = _clones(decoder_layer, num_layers, "TransformerDecoder")
+        self.layers = _clones(decoder_layer, num_layers, "TransformerDecoder", "decoder_layer")
         self.num_layers = num_layers
         self.norm = norm
 
