@@ -22,10 +22,13 @@ def _adam_update(
     shrink, one_minus_beta1, beta2, one_minus_beta2, eps, weight_decay, decoupled, maximize,
 ):  # fmt: skip
     for c in prange(chunk_param.shape[0]):
-        k = chunk_param[c]
-        p, g, m, v = params[k], grads[k], exp_avgs[k], exp_avg_sqs[k]
+        k, lo = chunk_param[c], chunk_start[c]
+        hi = min(params[k].shape[0], lo + CHUNK)
+        # NOTE: contiguous slices indexed from 0: the loop then vectorizes
+        p, g = params[k][lo:hi], grads[k][lo:hi]
+        m, v = exp_avgs[k][lo:hi], exp_avg_sqs[k][lo:hi]
         step_size, root = step_sizes[k], bias2_roots[k]
-        for i in range(chunk_start[c], min(p.shape[0], chunk_start[c] + CHUNK)):
+        for i in range(p.shape[0]):
             gi = -g[i] if maximize else g[i]
             if weight_decay != 0:
                 if decoupled:
@@ -43,9 +46,10 @@ def _sgd_update(
     lr, momentum, one_minus_dampening, weight_decay, nesterov, maximize,
 ):  # fmt: skip
     for c in prange(chunk_param.shape[0]):
-        k = chunk_param[c]
-        p, g, buf = params[k], grads[k], buffers[k]
-        for i in range(chunk_start[c], min(p.shape[0], chunk_start[c] + CHUNK)):
+        k, lo = chunk_param[c], chunk_start[c]
+        hi = min(params[k].shape[0], lo + CHUNK)
+        p, g, buf = params[k][lo:hi], grads[k][lo:hi], buffers[k][lo:hi]
+        for i in range(p.shape[0]):
             gi = -g[i] if maximize else g[i]
             if weight_decay != 0:
                 gi = gi + weight_decay * p[i]
