@@ -7,14 +7,10 @@ import pytest
 
 import tinytensor as tt
 from tests.compat import nanogpt_style as prog
+from tests.compat._compare import copy_weights
 
 RNG = np.random.default_rng(0)
 DATA = RNG.integers(0, 29, size=400).astype(np.uint16)
-
-
-def copy_weights(src_model, dst_model, dst_lib):
-    state = {k: v.detach().numpy().copy() for k, v in src_model.state_dict().items()}
-    dst_model.load_state_dict({k: dst_lib.tensor(v) for k, v in state.items()})
 
 
 def batches(lib, n, generator_seed=0, batch_size=4, block_size=16):
@@ -41,7 +37,7 @@ def models(request, torch):
         ours = prog.build(tt, config, flash=request.param)
     finally:
         tt.set_default_dtype(tt.float32)
-    copy_weights(theirs, ours, tt)
+    copy_weights(theirs, ours)
     return theirs, ours
 
 
@@ -116,7 +112,7 @@ def test_float32_loss_curve_matches(torch):
         torch.manual_seed(1)
         theirs = prog.build(torch, prog.Config())
         ours = prog.build(tt, prog.Config())
-        copy_weights(theirs, ours, tt)
+        copy_weights(theirs, ours)
         losses_t, _ = prog.train(torch, np, theirs, DATA, 20, batches(torch, 20, 7))
     finally:
         torch.set_default_dtype(torch.float64)
