@@ -63,6 +63,11 @@ class cpu_kernels:
         _mode.pop()
 
 
+def current_mode() -> str:
+    """The innermost `cpu_kernels` mode in force ("auto" unless set)."""
+    return _mode[-1]
+
+
 @functools.cache
 def fused_available() -> bool:
     """True when numba imports (the fused kernels can be compiled here)."""
