@@ -73,13 +73,14 @@ def _is_number(text):
 
 def test_three_epochs_float32():
     train_data, test_data = _data(64, 1), _data(50, 2)
-    ref, model = _pair()
-    ref_losses, ref_results, ref_lrs, ref_lines = mn.main(
-        torch, ref, mn.random_images(torch, *train_data), mn.random_images(torch, *test_data)
-    )
-    losses, results, lrs, lines = mn.main(
-        tt, model, mn.random_images(tt, *train_data), mn.random_images(tt, *test_data)
-    )
+    with default_dtype("float32"):  # the torch fixture leaves torch in float64 for other tests
+        ref, model = _pair()
+        ref_losses, ref_results, ref_lrs, ref_lines = mn.main(
+            torch, ref, mn.random_images(torch, *train_data), mn.random_images(torch, *test_data)
+        )
+        losses, results, lrs, lines = mn.main(
+            tt, model, mn.random_images(tt, *train_data), mn.random_images(tt, *test_data)
+        )
     assert len(losses) == 12 and ref_losses[-1] < ref_losses[0]
     assert_curves_close(ref_losses, losses)
     np.testing.assert_allclose(lrs, ref_lrs, rtol=1e-12)
