@@ -450,6 +450,12 @@ class Tensor:
     def addcdiv(self, tensor1, tensor2, *, value=1) -> Tensor:
         return _ops.torch_extras.addcdiv(self, tensor1, tensor2, value=value)
 
+    def lerp(self, end, weight) -> Tensor:
+        return _ops.torch_extras.lerp(self, end, weight)
+
+    def tile(self, *dims) -> Tensor:
+        return _ops.torch_extras.tile(self, _ops.movement._shape_arg(dims))
+
     def lerp_(self, end, weight) -> Tensor:
         return self._inplace("lerp_", _ops.torch_extras.lerp, end, weight)
 
@@ -591,7 +597,7 @@ class Tensor:
         return _ops.compare(self, other, "greater_equal")
 
     def __invert__(self):
-        return _ops.logical_not(self)
+        return _ops.bitwise_not(self)  # ints: bitwise; bools: logical; floats: an error
 
     def __and__(self, other):
         return _ops.logical_and(self, other)

@@ -414,11 +414,6 @@ def test_bitwise_not_keeps_integer_and_bool_semantics(torch):
     assert tt.bitwise_not(tt.tensor(b)).tolist() == (~torch.tensor(b)).tolist()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Tensor.__invert__ (tinytensor/tensor.py, the lead's file) still calls logical_not; "
-    "it must call ops.bitwise_not, which raises for floats as PyTorch does",
-)
 def test_invert_of_a_float_tensor_raises():
     with pytest.raises(TypeError, match="bitwise_not"):
         ~tt.ones(3, 4)
