@@ -33,11 +33,14 @@ def sum_to(grad, shape):
 def _topological_order(root):
     """The nodes `root` depends on, inputs before outputs; built without recursion.
 
+    Also counts, for each leaf with hooks, how many edges reach it: its hooks run once, on the
+    sum, after the last of them was walked (PyTorch's leaf hooks and post-accumulate hooks).
+
     Edges are `node.parents` (each input's producing node *when the node was recorded*), so an
     in-place op that later gave a tensor a new node does not reroute earlier consumers.
     Also returns the tensors that want their gradient seen (retain_grad or hooks) by node.
     """
-    order, seen, watched = [], set(), {}
+    order, seen, watched, hooked_leaves = [], set(), {}, {}
     top = root._ctx
     if root._retains_grad or root._hooks:
         watched[id(top)] = root
@@ -65,7 +68,10 @@ def _topological_order(root):
                     watched[id(parent)] = x
                 if id(parent) not in seen:
                     push((parent, False))
-    return order, watched
+            elif x._hooks and x.requires_grad:  # count the edges a hooked leaf hears from
+                entry = hooked_leaves.setdefault(id(x), [x, 0, None])
+                entry[1] += 1
+    return order, watched, hooked_leaves
 
 
 def _seed(root, gradient):
@@ -104,6 +110,16 @@ def _add_to_grad(t, g):
         t._grad = _wrap(g.copy(), False, None)
     else:
         grad._array = grad._array + g
+
+
+def _deliver(hooked, x, gx):
+    """One edge into a hooked leaf was walked: sum its gradient; after the last, accumulate."""
+    entry = hooked[id(x)]
+    if gx is not None:
+        entry[2] = gx if entry[2] is None else entry[2] + gx
+    entry[1] -= 1
+    if entry[1] == 0 and entry[2] is not None:
+        _accumulate_leaf(x, entry[2])
 
 
 def _accumulate_leaf(t, g):
@@ -157,7 +173,7 @@ def backward(root, gradient=None, retain_graph=False):
         _accumulate_leaf(root, g)
         return
     # NOTE: the hot path of every training step: locals over attribute lookups throughout.
-    order, watched = _topological_order(root)
+    order, watched, hooked = _topological_order(root)
     grads = {id(root._ctx): g}
     pop_grad = grads.pop
     trace = _trace
@@ -165,6 +181,10 @@ def backward(root, gradient=None, retain_graph=False):
         key = id(ctx)
         g = pop_grad(key, None)
         if g is None:  # no path from root carries a gradient through this node
+            if hooked:
+                for x, parent in zip(ctx.inputs, ctx.parents):
+                    if parent is None and id(x) in hooked:
+                        _deliver(hooked, x, None)
             if not retain_graph:
                 ctx.release()
             continue
@@ -183,6 +203,8 @@ def backward(root, gradient=None, retain_graph=False):
         sent = [None] * len(needs) if trace is not None else None
         for i, (x, parent, gx) in enumerate(zip(ctx.inputs, ctx.parents, input_grads)):
             if gx is None or not needs[i]:
+                if hooked and parent is None and id(x) in hooked:
+                    _deliver(hooked, x, None)
                 continue
             data = x._array
             if gx.shape != data.shape:
@@ -198,7 +220,10 @@ def backward(root, gradient=None, retain_graph=False):
             if sent is not None:
                 sent[i] = gx
             if parent is None:
-                _accumulate_leaf(x, gx)
+                if hooked and id(x) in hooked:
+                    _deliver(hooked, x, gx)
+                else:
+                    _accumulate_leaf(x, gx)
             else:
                 pkey = id(parent)
                 grads[pkey] = gx if pkey not in grads else grads[pkey] + gx

@@ -51,3 +51,20 @@ def test_backward_trace_records_each_vjp_in_order():
     mul = trace.steps[2]
     assert mul.grad_output.tolist() == [2.0, 2.0]
     assert mul.input_grads[0].tolist() == [6.0, 6.0] and mul.input_grads[1] is None
+
+
+def test_leaf_hooks_run_once_on_the_summed_gradient_as_torch(torch):
+    """A leaf used twice (tied weights): PyTorch runs its hooks once, after the last edge."""
+    results = []
+    for lib in (torch, tt):
+        calls = []
+        w = lib.tensor([1.0, 2.0], requires_grad=True)
+        w.register_hook(lambda g, calls=calls: calls.append(("hook", g.tolist())) or g * g)
+        w.register_post_accumulate_grad_hook(
+            lambda p, calls=calls: calls.append(("post", p.grad.tolist()))
+        )
+        unused = lib.tensor([1.0, 1.0], requires_grad=True)
+        ((w * 2).sum() + (w * w).sum() + (unused * w.detach()).sum() * 0).backward()
+        results.append(calls)
+    assert results[1] == results[0]
+    assert results[1] == [("hook", [4.0, 6.0]), ("post", [16.0, 36.0])]
