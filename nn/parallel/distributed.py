@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import functools
 
 import numpy as np
 
@@ -34,7 +33,7 @@ from tinytensor.backend import get_array_module
 from tinytensor.distributed.collectives import check_same_call
 from tinytensor.distributed.process_group import current_backend
 from tinytensor.distributed.reduce_op import ReduceOp
-from tinytensor.function import enable_grad, is_grad_enabled
+from tinytensor.function import is_grad_enabled
 from tinytensor.tensor import Tensor
 
 from ..module import Module
@@ -152,9 +151,9 @@ class DistributedDataParallel(Module):
             _sync_from_rank0(reducer.backend, list(self.module.buffers()))
         reducer.prepare(armed=is_grad_enabled() and self.require_backward_grad_sync)
         output = self.module(*args, **kwargs)
-        if reducer.armed and (self.find_unused_parameters or _hooks_fire_per_contribution()):
+        if reducer.armed and self.find_unused_parameters:
             uses = _leaf_uses(output)
-            reducer.expect_uses(uses, mark_unused_ready=self.find_unused_parameters)
+            reducer.mark_unused_parameters_ready({key for key, n in uses.items() if n})
         return output
 
     @contextlib.contextmanager
@@ -189,8 +188,6 @@ class _Reducer:
         self.first_in_flight = 0  # buckets before it are known to have arrived
         self.drive_progress = True  # test in-flight buckets as gradients arrive (see below)
         self.locally_used = None  # with find_unused_parameters: id(p) -> reached by the output
-        self.uses = None  # id(p) -> hook calls to wait for (see _hooks_fire_per_contribution)
-        self.calls = {}  # id(p) -> hook calls seen in this backward
         self.hook_handles = [
             _register_grad_ready_hook(p, self.on_gradient_ready) for p in self.params
         ]
@@ -203,16 +200,6 @@ class _Reducer:
         self.next_bucket = 0
         self.first_in_flight = 0
         self.locally_used = None
-        self.uses = None
-        self.calls = {}
-
-    def expect_uses(self, uses: dict, mark_unused_ready: bool) -> None:
-        """Records how often each parameter feeds the graph (`uses`, from _leaf_uses); with
-        `mark_unused_ready`, parameters it does not feed count as ready at once."""
-        if _hooks_fire_per_contribution():
-            self.uses = uses
-        if mark_unused_ready:
-            self.mark_unused_parameters_ready({key for key, n in uses.items() if n})
 
     def on_gradient_ready(self, p):
         """Called by backward once p.grad holds p's gradient of this backward pass."""
@@ -227,10 +214,6 @@ class _Reducer:
         if self.drive_progress and self.first_in_flight < self.next_bucket:
             self.test_in_flight()
         key = id(p)
-        if self.uses is not None:  # the engine calls once per contribution: wait for the last
-            self.calls[key] = seen = self.calls.get(key, 0) + 1
-            if seen < self.uses.get(key, 1):
-                return
         bucket, i = self.slot[key]
         if bucket.ready[i]:
             raise RuntimeError(
@@ -381,18 +364,3 @@ def _leaf_uses(output) -> dict:
             else:
                 stack.append(parent)
     return uses
-
-
-@functools.cache
-def _hooks_fire_per_contribution() -> bool:
-    """Whether this engine calls a post-accumulate-grad hook once per gradient contribution
-    (a weight used twice, such as GPT's tied embedding, gets two calls) instead of once after
-    the last one, as PyTorch does. DDP must not send a gradient before its last contribution,
-    so in the first case it counts each parameter's uses in the graph after every forward."""
-    x = Tensor._wrap(np.ones(1), True, None)
-    calls = []
-    handle = x.register_post_accumulate_grad_hook(calls.append)
-    with enable_grad():
-        ((x * 2.0) + (x * 3.0)).sum().backward()
-    handle.remove()
-    return len(calls) > 1
