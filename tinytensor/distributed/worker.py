@@ -16,8 +16,13 @@ import traceback
 
 
 def _abort_job(code: int) -> None:
+    import time
+
     from .process_group import abort_job
 
+    # NOTE: MPI_Abort kills mpiexec's forwarding proxies too: give them a moment to pass on the
+    # message just written, or a loaded machine can lose it (seen once in the full suite).
+    time.sleep(0.5)
     abort_job(code)
     os._exit(code)  # a job of one process: nothing else to end
 
