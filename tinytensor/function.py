@@ -35,7 +35,7 @@ class Function:
     inputs = None  # the input Tensors while the node is alive; None once backward freed it
     parents = ()  # each input's producing node when this one was recorded (None for leaves)
     needs_input_grad = ()
-    saved_versions = ()  # (counter, version, which) of each tensor whose memory backward reads
+    saved_versions = ()  # (which, version, counter) of each tensor whose memory backward reads
     module = None  # the nn.Module whose forward created this node, if any (graph drawing)
 
     def __init_subclass__(cls, **kwargs):

@@ -71,10 +71,12 @@ def _saved_arrays(ctx, kind):
 def record_saved_versions(ctx, arrays, inputs, out, result) -> None:
     """Notes, for each input (or the output) whose memory `ctx` saved, the version it had.
 
-    Stored as `ctx.saved_versions`: a tuple of (counter, version, which), which = input index
-    or -1 for the output. Only recorded nodes pay for this, never no_grad code.
+    Stored as `ctx.saved_versions`: a tuple of (which, version, counter), which = input index or
+    -1 for the output. An input's counter is looked up at check time (most tensors never get
+    one: a missing counter means version 0), so only a saved output needs one now. Only
+    recorded nodes pay for this, never no_grad code.
     """
-    # NOTE: runs for every recorded op: plain loops, and the roots computed only on a hit.
+    # NOTE: runs for every recorded op: plain loops, no allocation unless something is found.
     kind = out.__class__
     found = None
     for value in ctx.__dict__.values():
@@ -91,32 +93,41 @@ def record_saved_versions(ctx, arrays, inputs, out, result) -> None:
             root = array.base
             if root is None:
                 root = array
-            for which in _owners(root, arrays, out):
-                if found is None:
-                    found = []
-                if which not in found:
-                    found.append(which)
+            which = 0
+            for a in arrays:
+                if root is a or root is a.base:
+                    found = _note(found, which)
+                which += 1
+            if root is out or root is out.base:
+                found = _note(found, -1)
     if found is None:
         return
     entries = []
     for which in found:
-        counter = version_counter(result if which == -1 else inputs[which])
-        entries.append((counter, counter.value, which))
+        if which == -1:
+            counter = version_counter(result)
+            entries.append((-1, counter.value, counter))
+        else:
+            counter = inputs[which]._version_counter
+            entries.append((which, 0 if counter is None else counter.value, None))
     ctx.saved_versions = tuple(entries)
 
 
-def _owners(root, arrays, out):
-    """The inputs (indices) and the output (-1) whose memory is `root` (y.mul_(y): two)."""
-    owners = [i for i, a in enumerate(arrays) if root is a or root is a.base]
-    if root is out or root is out.base:
-        owners.append(-1)
-    return owners
+def _note(found, which):
+    if found is None:
+        return [which]
+    if which not in found:
+        found.append(which)
+    return found
 
 
 def check_saved_versions(ctx) -> None:
     """Raises if a tensor the node saved in forward was modified in place since."""
-    for counter, version, which in ctx.saved_versions:
-        if counter.value != version:
+    for which, version, counter in ctx.saved_versions:
+        if counter is None:
+            counter = ctx.inputs[which]._version_counter
+        now = 0 if counter is None else counter.value
+        if now != version:
             if which == -1:
                 what = "its own output"
             else:
@@ -125,8 +136,7 @@ def check_saved_versions(ctx) -> None:
             raise RuntimeError(
                 f"backward: {ctx.name} needs {what} as it was in forward (version {version}), "
                 f"but it was modified in place since by {counter.last_op} (now version "
-                f"{counter.value}); use the out-of-place op, or .clone() the tensor before "
-                "modifying it"
+                f"{now}); use the out-of-place op, or .clone() the tensor before modifying it"
             )
 
 
@@ -228,7 +238,7 @@ def apply_inplace(t, op: str, fn, *args, **kwargs):
     t._ctx, t.requires_grad = ctx, True
     if ctx.saved_versions:  # the node's saved output now lives in t's memory, at this version
         ctx.saved_versions = tuple(
-            (counter, counter.value, w) if w == -1 else (c, v, w) for c, v, w in ctx.saved_versions
+            (-1, counter.value, counter) if w == -1 else (w, v, c) for w, v, c in ctx.saved_versions
         )
     return t
 
@@ -254,7 +264,7 @@ def _keep_original(ctx, memory, out, t):
     for key, value in list(ctx.__dict__.items()):
         if key not in _ENGINE_FIELDS:
             ctx.__dict__[key] = _rebind(value, owner, out, memory)
-    ctx.saved_versions = tuple(e for e in ctx.saved_versions if e[2] != 0)
+    ctx.saved_versions = tuple(e for e in ctx.saved_versions if e[0] != 0)
 
 
 def _rebind(value, owner, out, memory):
