@@ -52,20 +52,8 @@ def _root(array):
 
 # ---- saved tensors ------------------------------------------------------------------------
 
+# the engine's own attributes of a node, never an op's saved arrays
 _ENGINE_FIELDS = frozenset(("inputs", "needs_input_grad", "parents", "module", "saved_versions"))
-
-
-def _saved_arrays(ctx, kind):
-    """The backend arrays a node kept for backward (attributes, or inside tuples and lists)."""
-    for key, value in ctx.__dict__.items():
-        if key in _ENGINE_FIELDS:
-            continue
-        if value.__class__ is kind:
-            yield key, value
-        elif value.__class__ in (tuple, list):
-            for item in value:
-                if item.__class__ is kind:
-                    yield key, item
 
 
 def record_saved_versions(ctx, arrays, inputs, out, result) -> None:
