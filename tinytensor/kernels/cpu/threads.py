@@ -53,6 +53,9 @@ def configure_once() -> None:
         numba.config.THREADING_LAYER = "workqueue"
     if _state["fixed"] is None:
         _state["fixed"] = _fixed_by_environment()
+    # NOTE: a set_num_threads(n) before this point recorded n but could not reach numba's pool
+    # (numba was not set up yet): apply it now even though n is already "current"
+    _state["current"] = None
     _apply(_state["fixed"] or cores_allowed())
 
 
@@ -116,17 +119,13 @@ def get_num_threads() -> int:
     return _state["fixed"] or _fixed_by_environment() or cores_allowed()
 
 
-_blas = {}
-
-
 def _set_blas_threads(n: int) -> None:
-    if "controller" not in _blas:
-        try:
-            from threadpoolctl import ThreadpoolController
-
-            _blas["controller"] = ThreadpoolController().select(user_api="blas")
-        except ImportError:  # without threadpoolctl OpenBLAS keeps OPENBLAS_NUM_THREADS
-            _blas["controller"] = None
-    if _blas["controller"] is not None:
-        for lib in _blas["controller"].lib_controllers:
-            lib.set_num_threads(n)
+    # NOTE: a new controller each time (a scan of the loaded libraries, about a millisecond; the
+    # count changes rarely): a BLAS loaded after the first call, such as SciPy's OpenBLAS that
+    # importing numba brings in, must get the count too
+    try:
+        from threadpoolctl import ThreadpoolController
+    except ImportError:  # without threadpoolctl OpenBLAS keeps OPENBLAS_NUM_THREADS
+        return
+    for lib in ThreadpoolController().select(user_api="blas").lib_controllers:
+        lib.set_num_threads(n)
