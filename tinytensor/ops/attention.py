@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
 from ..backend import get_array_module
 from ..function import Function
 from ..kernels.cpu.dispatch import kernels_for
@@ -75,32 +73,6 @@ def _probabilities(xp, s, scale, bias, allowed):
     return e
 
 
-# NOTE: off by default: on the GPT shape (16, 4, 64, 64, 32) causal float32 the fused block
-# kernel is still slower than NumPy's batched matmuls around the masked-softmax kernel, at 1 and
-# at 2 threads (its short axpy loops vectorize poorly); True makes every call it covers take it.
-USE_ATTENTION_BLOCK = False
-
-
-def _fused_block(q, k, v, allowed):
-    """(kernel module, (Nq, Nk) mask) when the fused attention-block kernels cover this call:
-    C-contiguous float NumPy q, k, v of 3 or 4 dims with one head per K/V head, and no mask or
-    one bool (Nq, Nk) mask shared by every head; else (None, None)."""
-    if not USE_ATTENTION_BLOCK:
-        return None, None
-    if q.ndim not in (3, 4) or not (q.shape[:-2] == k.shape[:-2] == v.shape[:-2]):
-        return None, None
-    block = kernels_for("attention_block", q, k, v)
-    if not block:
-        return None, None
-    mask = block.mask_fits(allowed, q.shape[-2], k.shape[-2])
-    return (block, mask) if mask is not False else (None, None)
-
-
-def _heads3(*arrays):
-    """Each (..., N, d) array as (batch·heads, N, d): a view, the arrays being C-contiguous."""
-    return tuple(a.reshape(-1, a.shape[-2], a.shape[-1]) for a in arrays)
-
-
 class ScaledDotProductAttention(Function):
     """O = softmax(τ·Q·Kᵀ + bias, masked)·V; see the module docstring for the VJP.
 
@@ -114,15 +86,6 @@ class ScaledDotProductAttention(Function):
     ):
         xp = get_array_module(q)
         self.causal = causal  # only for reading: `allowed` already holds the causal mask
-        self.scale, self.groups, self.keep = scale, groups, keep
-        self.block = self.block_mask = self.fused = None
-        if bias is None and groups == 1 and keep is None:
-            self.block, self.block_mask = _fused_block(q, k, v, allowed)
-        if self.block:  # the whole block per head in one kernel (kernels/cpu/attention_block.py)
-            o, p = self.block.attention_forward(*_heads3(q, k, v), scale, self.block_mask)
-            self.q, self.k, self.v = q, k, v
-            self.p = p.reshape(q.shape[:-1] + (k.shape[-2],))
-            return o.reshape(q.shape[:-1] + (v.shape[-1],))
         k, v = _repeat_heads(k, groups), _repeat_heads(v, groups)
         # NOTE: the scores are one fresh array, updated in place from here on (the same
         # operations as out-of-place, so the same rounding, without a temporary per step).
@@ -134,19 +97,10 @@ class ScaledDotProductAttention(Function):
         else:
             p = _probabilities(xp, s, scale, bias, allowed)
         self.q, self.k, self.v, self.p = q, k, v, p
+        self.scale, self.groups, self.keep = scale, groups, keep
         return (p * keep if keep is not None else p) @ v
 
     def backward(self, g):
-        needs = self.needs_input_grad
-        block = None
-        if self.block:  # NOTE: dO may be a view (a transpose's gradient): the kernel reads rows
-            g = np.ascontiguousarray(g)
-            block = kernels_for("attention_block", self.q, self.k, self.v, self.p, g)
-        if block:
-            heads3 = _heads3(self.q, self.k, self.v, self.p, g)
-            grads = block.attention_backward(*heads3, self.scale, self.block_mask, needs[:3])
-            shapes = (self.q.shape, self.k.shape, self.v.shape)
-            return tuple(None if d is None else d.reshape(s) for d, s in zip(grads, shapes))
         p, keep = self.p, self.keep
         p_used = p * keep if keep is not None else p
         dv = _sum_groups(_swap(p_used) @ g, self.groups)
@@ -162,6 +116,7 @@ class ScaledDotProductAttention(Function):
             ds = dp
         else:
             ds = p * (dp - (dp * p).sum(axis=-1, keepdims=True))
+        needs = self.needs_input_grad
         dq = dk = None
         if needs[0]:
             dq = ds @ self.k
