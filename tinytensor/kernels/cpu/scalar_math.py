@@ -3,8 +3,10 @@
 numba calls libm's scalar expf/tanhf per element, 3x (exp) to 50x (tanh) slower than NumPy's SIMD
 loops. For float32 these versions are plain arithmetic, which LLVM vectorizes without fastmath:
 - exp: Cephes' expf. x = n·ln2 + r with |r| <= ln2/2 (ln2 split in two parts so r is exact),
-  exp(r) by a degree-6 polynomial, times 2^n from a table. Max error 1 ulp; exp(-inf) = 0.
-  (It does not vectorize yet: ~2x NumPy's SIMD exp per element on one core.)
+  exp(r) by a degree-6 polynomial, times 2^n built from exponent bits (no table, so the loop
+  vectorizes without gathers). Max error 1.3 ulp; exp(-inf) = 0, and results below float32's
+  smallest normal (x < -87.33654) are 0 rather than subnormal (softmax's tail: harmless).
+  (~1.5x NumPy's SIMD exp per element on one core; numba's own exp is ~8x.)
 - tanh: Eigen's rational approximation (odd degree-13 over even degree-6 polynomial), clamped at
   |x| = 7.9053 where float32 tanh is ±1. Max error ~3 ulp.
 NOTE: numba's cache does not see edits to this file from the kernels that inline it: after
@@ -17,15 +19,37 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from llvmlite import ir
 from numba import njit, types
-from numba.extending import overload
-
-# 2^k for k = -127..128 at index k + 127 (2^-127 is a float32 subnormal; 2^128 overflows to inf)
-with np.errstate(over="ignore"):
-    _POW2_F32 = np.ldexp(np.float32(1.0), np.arange(-127, 129)).astype(np.float32)
+from numba.extending import intrinsic, overload
 
 _F = np.float32
 _EXP_LO, _EXP_HI = _F(-87.33654), _F(88.72283)  # exp underflows to 0 / overflows to inf beyond
+
+
+@intrinsic
+def _float32_from_bits(typingctx, bits):
+    """The float32 whose IEEE-754 bits are the low 32 bits of the integer `bits` (a bitcast)."""
+    if not isinstance(bits, types.Integer):
+        return None
+
+    def codegen(context, builder, signature, args):
+        low = args[0] if bits.bitwidth == 32 else builder.trunc(args[0], ir.IntType(32))
+        return builder.bitcast(low, ir.FloatType())
+
+    return types.float32(bits), codegen
+
+
+@intrinsic
+def _bits_of_float32(typingctx, value):
+    """The IEEE-754 bits of the float32 `value`, as an int32 (a bitcast)."""
+    if value != types.float32:
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], ir.IntType(32))
+
+    return types.int32(value), codegen
 
 
 def fast_exp(x):
@@ -60,9 +84,16 @@ def _fast_exp_impl(x):
         y = y * r + _F(1.6666665459e-1)
         y = y * r + _F(5.0000001201e-1)
         y = y * z + r + _F(1.0)
-        y = (y * _POW2_F32[np.uint32(k + 126)]) * _F(2.0)  # 2^(n-1)·2: no inf at n = 128
-        y = y if x > _EXP_LO else _F(0.0)  # exp(-inf) and deep underflow: 0
-        y = y if x < _EXP_HI else _F(math.inf)  # overflow (and +inf) gives inf
+        # y·2^n for n = -126..128 in two exact-range steps, h = n//2: y·2^h by adding h to y's
+        # exponent bits (y is in [0.7, 1.5], so the result stays normal), then one multiply by
+        # 2^(n-h), the only rounding (a subnormal result at n = -126 rounds once, n = 128 gives
+        # no spurious inf). NOTE: not two float multiplies, which reassociation may fold into
+        # y·(2^h·2^(n-h)) = y·inf at n = 128.
+        h = k >> 1
+        y = _float32_from_bits(_bits_of_float32(y) + (h << 23))
+        y = y * _float32_from_bits((k - h + 127) << 23)
+        y = y if x >= _EXP_LO else _F(0.0)  # exp(-inf) and results below the normals: 0
+        y = y if x <= _EXP_HI else _F(math.inf)  # overflow (and +inf) gives inf
         return y if x == x else x  # NaN stays NaN
 
     return expf

@@ -89,7 +89,9 @@ def free_cores():
     if total <= 0:
         return None
     cores = os.cpu_count() or 1  # /proc/stat counts every core of the machine
-    return (idle + own) / total * cores
+    # NOTE: /proc/stat and os.times() tick separately (10 ms each), so over a short interval
+    # idle + own can exceed the total by a tick: the estimate is capped at the cores there are
+    return min(float(cores), (idle + own) / total * cores)
 
 
 def _apply(n: int) -> None:
