@@ -198,6 +198,7 @@ def gpt_metrics(result, n_params: int) -> dict:
         "val_loss": result.last_eval.get("val_loss", float("nan")),
         "train_seconds": result.seconds,
         "tokens_per_second": result.tokens_per_second,
+        "steady_tokens_per_second": result.steady_tokens_per_second,
         "parameters": n_params,
         "stopped_by_time_limit": result.timed_out,
     }

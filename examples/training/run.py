@@ -24,6 +24,7 @@ def basic_metrics(result: TrainResult) -> dict:
         "steps": result.step,
         "train_seconds": result.seconds,
         "tokens_per_second": result.tokens_per_second,
+        "steady_tokens_per_second": result.steady_tokens_per_second,
         **result.last_eval,
     }
 

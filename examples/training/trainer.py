@@ -71,6 +71,9 @@ class TrainResult:
     timed_out: bool = False  # stopped by max_minutes
     seconds: float = 0.0  # training time of all runs up to `step` (resumed ones added up)
     tokens_per_second: float = 0.0  # over those runs
+    # this run after its first step, which also loads the compiled kernels (about 2 s per
+    # process): the rate a longer run approaches, what benchmarks compare
+    steady_tokens_per_second: float = 0.0
     checkpoint_path: str = ""
     plot_path: str = ""
     last_eval: dict = field(default_factory=dict)
@@ -244,6 +247,8 @@ class Trainer:
                         break
                     self.step += 1
                     steps_here += 1
+                    if steps_here == 1:
+                        first_step_end = time.perf_counter()
                     self.history["step"].append(self.step)
                     self.history["train_loss"].append(loss)
                     self.history["lr"].append(lr)
@@ -275,6 +280,9 @@ class Trainer:
         result.seconds = self.seconds_before + self._seconds_here()
         if cfg.tokens_per_step and (steps_here or self.seconds_before):
             result.tokens_per_second = cfg.tokens_per_step * self.step / result.seconds
+        if cfg.tokens_per_step and steps_here > 1:
+            after_first = time.perf_counter() - first_step_end
+            result.steady_tokens_per_second = cfg.tokens_per_step * (steps_here - 1) / after_first
         if not result.interrupted:
             if not self.history["eval_step"] or self.history["eval_step"][-1] != self.step:
                 last_eval = self.run_evaluation()

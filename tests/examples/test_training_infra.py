@@ -138,6 +138,14 @@ def test_a_few_steps_reduce_the_loss(tmp_path):
     assert result.history["val_loss"][-1] < result.history["val_loss"][0]
     assert os.path.getsize(result.plot_path) > 1000  # a PNG was drawn
     assert result.tokens_per_second > 0
+    # the steady rate covers the 29 steps after the first: their time is within the run's total
+    tokens_per_step = result.tokens_per_second * result.seconds / 30
+    assert 0 < tokens_per_step * 29 / result.steady_tokens_per_second < result.seconds
+
+
+def test_one_step_has_no_steady_rate(tmp_path):
+    result = make_trainer(tmp_path, steps=1).fit()
+    assert result.tokens_per_second > 0 and result.steady_tokens_per_second == 0.0
 
 
 def test_resume_gives_the_same_losses_as_an_uninterrupted_run(tmp_path):
