@@ -29,3 +29,21 @@ def test_a_rank_that_exits_non_zero_aborts_the_job_under_the_launcher(mpiexec):
     done = run_job(launcher, "failing_rank.py", "exit", timeout=60, python=False)
     assert done.returncode == 3, done.output
     assert "[rank 1] exited with status 3" in done.output
+
+
+def test_a_rank_that_exits_non_zero_ends_the_job_under_bare_mpiexec(mpiexec):
+    # no exit hook sees the status: rank 1 announces that it left, and rank 0, waiting for it in
+    # a collective, raises and aborts the job
+    start = time.monotonic()
+    done = run_job([mpiexec, "-n", "2"], "failing_rank.py", "exit", timeout=60)
+    assert done.returncode != 0, done.output
+    assert "rank 1 left the job" in done.output and "waiting for it in a collective" in done.output
+    assert "passed the collective" not in done.output
+    assert time.monotonic() - start < 50
+
+
+def test_a_rank_that_ends_first_does_not_stop_the_others(mpiexec):
+    done = run_job([mpiexec, "-n", "2"], "failing_rank.py", "finish", timeout=60)
+    assert done.returncode == 0, done.output
+    assert "rank 0: finished after rank 1 ended" in done.output
+    assert "left the job" not in done.output
