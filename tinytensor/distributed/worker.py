@@ -2,9 +2,10 @@
 `tinytensor.distributed.run`. Runs the script as `__main__`; a failure ends the whole job.
 
 A rank that raises, or exits with a non-zero status, prints its rank and error and calls
-MPI_Abort, so mpiexec stops every rank and exits non-zero. (A script run directly under
-mpiexec gets the same for exceptions once it has called init_process_group; sys.exit(1) on
-one rank is covered only here, since Python gives no hook for it.)
+MPI_Abort, so mpiexec stops every rank and exits non-zero with that status. (A script run
+directly under mpiexec gets the same for exceptions; for sys.exit on one rank, Python tells no
+hook the status, so there the ranks still waiting for it notice that it left and end the job
+with status 1: mpi_backend.py.)
 """
 
 from __future__ import annotations
