@@ -277,11 +277,12 @@ class Trainer:
                         break
         finally:
             bar.close()
-        result.seconds = self.seconds_before + self._seconds_here()
+        end = time.perf_counter()
+        result.seconds = self.seconds_before + (end - self._start)
         if cfg.tokens_per_step and (steps_here or self.seconds_before):
             result.tokens_per_second = cfg.tokens_per_step * self.step / result.seconds
         if cfg.tokens_per_step and steps_here > 1:
-            after_first = time.perf_counter() - first_step_end
+            after_first = end - first_step_end
             result.steady_tokens_per_second = cfg.tokens_per_step * (steps_here - 1) / after_first
         if not result.interrupted:
             if not self.history["eval_step"] or self.history["eval_step"][-1] != self.step:
