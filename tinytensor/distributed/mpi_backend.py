@@ -10,7 +10,7 @@ in a collective would leave them waiting forever (its MPI_Finalize waits for the
 tells no exit hook the exit status, so it cannot tell an error from a normal end). So, at exit,
 each rank sends every other a "leaving" message, and every wait here is a loop that tests the
 collective and looks for such a message: a rank that finds one while it waits raises, naming
-the rank that left and the collective, and its uncaught error ends the job (MPI_Abort). In a
+the rank that left, and its uncaught error ends the job (MPI_Abort). In a
 program whose ranks make the same collectives, a rank that left joins none again, so the
 message can only be seen by a rank that would otherwise hang.
 """
@@ -136,18 +136,19 @@ class MPIBackend:
 
 _TESTS_PER_LOOK = 64
 _LEAVING = 1  # the tag of "this rank is leaving" messages, on the backend's own communicator
-_exiting: list = []  # the backend that announces this process's exit (the latest one)
+_exiting_backend = None  # the backend that announces this process's exit (the latest one)
 
 
 def _announce_leaving_at_exit(backend: MPIBackend) -> None:
-    # NOTE: registered after mpi4py's own exit handler (which finalizes MPI), so it runs first
-    if not _exiting:
+    global _exiting_backend
+    if _exiting_backend is None:
+        # NOTE: registered after mpi4py's own exit handler (which finalizes MPI): runs first
         atexit.register(_say_leaving)
-    _exiting[:] = [backend]
+    _exiting_backend = backend
 
 
 def _say_leaving() -> None:
-    backend = _exiting[0]
+    backend = _exiting_backend
     MPI = backend.MPI
     if backend.world_size == 1 or MPI.Is_finalized():
         return
