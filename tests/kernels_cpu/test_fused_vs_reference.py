@@ -183,6 +183,48 @@ def test_attention_scale_mask_softmax(dtype, shape, mask):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(
+    "case", ["strided heads", "cross", "gqa", "causal cross"], ids=lambda c: c.replace(" ", "-")
+)
+def test_attention_head_by_head_on_the_pool(dtype, case, monkeypatch):
+    """At 2 threads the whole block runs one head per pool task (products included): strided
+    (B, T, H, d) views, Nq != Nk, grouped K/V heads and a bottom-right causal mask."""
+    from tinytensor.kernels.cpu import attention
+
+    calls = []
+    original = attention.heads_forward
+    monkeypatch.setattr(attention, "heads_forward", lambda *a: calls.append(1) or original(*a))
+    rng = np.random.default_rng(11)
+    nq, nk, hq, hk = (48, 80, 6, 6) if "cross" in case else (64, 64, 6, 6)
+    if case == "gqa":
+        hk = 2
+    q, k, v = (
+        randn(rng, (3, nq, hq, 16), dtype),
+        randn(rng, (3, nk, hk, 16), dtype),
+        randn(rng, (3, nk, hk, 24), dtype),
+    )
+
+    def build(q, k, v):
+        q, k, v = (t.transpose(1, 2) for t in (q, k, v))  # (B, H, T, d) views, as models make
+        return F.scaled_dot_product_attention(
+            q, k, v, is_causal="causal" in case, enable_gqa=case == "gqa"
+        )
+
+    assert_fused_matches_reference(build, [q, k, v], dtype)
+    assert calls  # at 2 threads the head-by-head kernel ran
+
+
+def test_attention_head_by_head_passes_gradcheck(monkeypatch):
+    monkeypatch.setattr(dispatch, "PARALLEL_MIN_ELEMENTS", 1)  # small enough for gradcheck
+    tt.set_num_threads(2)
+    rng = np.random.default_rng(12)
+    q, k, v = (tt.tensor(rng.standard_normal((2, 3, 5, 4)), requires_grad=True) for _ in "qkv")
+    sdpa = F.scaled_dot_product_attention
+    with tt.cpu_kernels("numba"):
+        assert tt.gradcheck(lambda q, k, v: sdpa(q, k, v, is_causal=True), [q, k, v])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("padding_idx", [None, 2])
 @pytest.mark.parametrize("tokens", [5, BIG // 8 + 1])
 def test_embedding_backward_with_repeated_ids(dtype, padding_idx, tokens):

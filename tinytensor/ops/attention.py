@@ -87,6 +87,16 @@ class ScaledDotProductAttention(Function):
         xp = get_array_module(q)
         self.causal = causal  # only for reading: `allowed` already holds the causal mask
         k, v = _repeat_heads(k, groups), _repeat_heads(v, groups)
+        self.scale, self.groups, self.keep = scale, groups, keep
+        self.heads = None
+        fused = None
+        if bias is None and keep is None:
+            fused = kernels_for("attention", q, k, v, any_layout=True)
+        if fused and fused.heads_worth_threads(q, k, v, allowed):
+            # one pool task per head: both products and the softmax (kernels/cpu/attention.py)
+            out, p, self.heads = fused.heads_forward(q, k, v, scale, allowed)
+            self.p, self.shapes = p, (q.shape, k.shape, v.shape)
+            return out
         # NOTE: the scores are one fresh array, updated in place from here on (the same
         # operations as out-of-place, so the same rounding, without a temporary per step).
         s = q @ _swap(k)
@@ -97,10 +107,17 @@ class ScaledDotProductAttention(Function):
         else:
             p = _probabilities(xp, s, scale, bias, allowed)
         self.q, self.k, self.v, self.p = q, k, v, p
-        self.scale, self.groups, self.keep = scale, groups, keep
         return (p * keep if keep is not None else p) @ v
 
     def backward(self, g):
+        if self.heads is not None:
+            from ..kernels.cpu import attention as heads_kernels
+
+            dq, dk, dv = heads_kernels.heads_backward(self.heads, self.p, g, self.scale)
+            q_shape, k_shape, v_shape = self.shapes
+            dk, dv = _sum_groups(dk.reshape(k_shape), self.groups), dv.reshape(v_shape)
+            dv = _sum_groups(dv, self.groups)
+            return dq.reshape(q_shape), dk, dv, None
         p, keep = self.p, self.keep
         p_used = p * keep if keep is not None else p
         dv = _sum_groups(_swap(p_used) @ g, self.groups)

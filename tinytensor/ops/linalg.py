@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import math
+
 from ..amp import cast_for_matmul
 from ..function import Function
+from ..kernels.cpu.dispatch import kernels_for
 from ._checks import check_tensor
 
 
@@ -22,10 +25,26 @@ class MatMul(Function):
 
     def forward(self, x, y):
         self.x, self.y = x, y
+        rows = _rows_of(x, y)
+        pool = _pooled(rows, y) if rows is not None else None
+        if pool:  # (..., k) @ (k, n) as one (rows, k) @ (k, n) product on the kernels' pool
+            return pool.product(rows, y).reshape(x.shape[:-1] + y.shape[1:])
         return x @ y
 
     def backward(self, g):
         x, y = self.x, self.y
+        needs = self.needs_input_grad
+        rows = _rows_of(x, y)
+        if rows is not None and g.flags["C_CONTIGUOUS"]:
+            g2 = g.reshape(rows.shape[0], g.shape[-1])
+            gx = gy = None
+            if needs[0]:
+                pool = _pooled(g2, y.T)
+                gx = (pool.product(g2, y.T) if pool else g2 @ y.T).reshape(x.shape)
+            if needs[1]:
+                pool = _pooled_transposed(rows, g2)
+                gy = pool.transposed_product(rows, g2)[0] if pool else rows.T @ g2
+            return gx, gy
         x2 = x if x.ndim > 1 else x[None, :]
         y2 = y if y.ndim > 1 else y[:, None]
         if y.ndim == 1:
@@ -33,15 +52,40 @@ class MatMul(Function):
         if x.ndim == 1:
             g = g[..., None, :]
         gx = gy = None
-        if self.needs_input_grad[0]:
+        if needs[0]:
             gx = g @ _swap(y2)
             if x.ndim == 1:
                 gx = gx[..., 0, :]
-        if self.needs_input_grad[1]:
+        if needs[1]:
             gy = _swap(x2) @ g
             if y.ndim == 1:
                 gy = gy[..., 0]
         return gx, gy
+
+
+def _rows_of(x, y):
+    """x as (rows, k) when x @ y is a (..., k) @ (k, n) product of NumPy arrays that a view
+    flattens, else None: then the NumPy path runs (batched y, vectors, other layouts)."""
+    if y.ndim == 2 and x.ndim >= 2 and x.flags["C_CONTIGUOUS"] and type(x) is type(y):
+        return x.reshape(math.prod(x.shape[:-1]), x.shape[-1])  # (-1, 0) would be ambiguous
+    return None
+
+
+def _pooled(a, b):
+    """The kernels' product module if a @ b (2-D) runs split over the kernels' thread pool, else
+    None (NumPy's @): see kernels/cpu/gemm.py for why the products share that pool."""
+    pool = kernels_for("gemm", a)
+    if pool and pool.fits(b, a.dtype) and pool.worth_threads(a.shape[0], a.shape[1], b.shape[1]):
+        return pool
+    return None
+
+
+def _pooled_transposed(a, b):
+    """As `_pooled`, for aᵀ @ b over the rows of a and b (both C-contiguous)."""
+    pool = kernels_for("gemm", a, b)
+    if pool and pool.worth_threads(a.shape[0], a.shape[1], b.shape[1]):
+        return pool
+    return None
 
 
 class Linear(Function):
@@ -52,18 +96,33 @@ class Linear(Function):
         self.x, self.weight = x, weight
         # NOTE: one (N, in) @ (in, out) GEMM over all batch rows: NumPy runs a batched (B, T, in)
         # operand as B small GEMMs, ~25% slower at GPT sizes. Same products, same rounding.
-        z = x.reshape(-1, x.shape[-1]) @ weight.T
-        if bias is not None:
-            z += bias
+        x2 = x.reshape(-1, x.shape[-1])
+        pool = _pooled(x2, weight.T)
+        if pool and (bias is None or kernels_for("gemm", bias)):
+            z = pool.product(x2, weight.T, bias)
+        else:
+            z = x2 @ weight.T
+            if bias is not None:
+                z += bias
         return z.reshape(*x.shape[:-1], weight.shape[0])
 
     def backward(self, g):
         needs = self.needs_input_grad
         x = self.x
         g2 = g.reshape(-1, g.shape[-1])
-        gx = (g2 @ self.weight).reshape(x.shape) if needs[0] else None
-        gw = g2.T @ x.reshape(-1, x.shape[-1]) if needs[1] else None
-        gb = g2.sum(axis=0) if len(needs) > 2 and needs[2] else None
+        x2 = x.reshape(-1, x.shape[-1])
+        want_gb = len(needs) > 2 and needs[2]
+        gx = gw = gb = None
+        if needs[0]:
+            pool = _pooled(g2, self.weight)
+            gx = (pool.product(g2, self.weight) if pool else g2 @ self.weight).reshape(x.shape)
+        pool = _pooled_transposed(g2, x2) if needs[1] else None
+        if pool:
+            gw, gb = pool.transposed_product(g2, x2, want_column_sums=want_gb)
+        elif needs[1]:
+            gw = g2.T @ x2
+        if want_gb and gb is None:
+            gb = g2.sum(axis=0)
         return gx, gw, gb
 
 

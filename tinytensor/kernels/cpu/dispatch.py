@@ -37,6 +37,7 @@ JIT_OPTIONS = dict(cache=True, fastmath={"reassoc", "nsz"}, error_model="numpy")
 
 _env_mode = os.environ.get("TINYTENSOR_CPU_KERNELS", "auto")
 _mode = [_env_mode if _env_mode in MODES else "auto"]
+threads.pool_products(_mode[-1] != "numpy")
 
 
 class cpu_kernels:
@@ -57,10 +58,12 @@ class cpu_kernels:
         if self.mode == "numba" and not fused_available():
             raise RuntimeError("cpu_kernels('numba'): numba is not installed (pip install numba)")
         _mode.append(self.mode)
+        threads.pool_products(self.mode != "numpy")
         return self
 
     def __exit__(self, *exc):
         _mode.pop()
+        threads.pool_products(_mode[-1] != "numpy")
 
 
 def current_mode() -> str:
@@ -81,14 +84,15 @@ def fused_available() -> bool:
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
 
-def arrays_qualify(*arrays) -> bool:
+def arrays_qualify(*arrays, any_layout=False) -> bool:
     """The predicate every fused call passes first: NumPy arrays (never CuPy), one float dtype
-    (float32 or float64), C-contiguous. None entries (absent optional inputs) are skipped."""
+    (float32 or float64), C-contiguous (unless `any_layout`: the kernel makes its own copies).
+    None entries (absent optional inputs) are skipped."""
     dtype = None
     for a in arrays:
         if a is None:
             continue
-        if type(a) is not np.ndarray or not a.flags["C_CONTIGUOUS"]:
+        if type(a) is not np.ndarray or not (any_layout or a.flags["C_CONTIGUOUS"]):
             return False
         if dtype is None:
             if a.dtype not in _FLOATS:
@@ -102,11 +106,12 @@ def arrays_qualify(*arrays) -> bool:
 _modules: dict = {}  # family -> kernel module, once imported (and numba set up)
 
 
-def kernels_for(family, *arrays):
+def kernels_for(family, *arrays, any_layout=False):
     """The kernel module `family` (e.g. "norms") if this call should take the fused path, else
-    None. `arrays` are the float arrays the kernel would read or write."""
+    None. `arrays` are the float arrays the kernel would read or write (C-contiguous unless
+    `any_layout`)."""
     mode = _mode[-1]
-    if mode == "numpy" or not arrays_qualify(*arrays):
+    if mode == "numpy" or not arrays_qualify(*arrays, any_layout=any_layout):
         return None
     module = _modules.get(family)
     if module is None:
@@ -127,13 +132,15 @@ def parallel_for(size: int) -> bool:
 
     NOTE: with one thread the serial twin runs: numba's pool would still hand the work to a
     worker thread and wait for it, and on a busy machine that wait is a scheduler time slice.
-    Off the main thread it runs too: numba's workqueue pool must not be entered from two
-    threads at once (it aborts the process), so only the main thread uses it.
+    Off the main thread it runs too: numba's workqueue pool (the fallback where OpenMP does not
+    load) must not be entered from two threads at once (it aborts the process), so only the
+    main thread uses it. So does a forked child: OpenMP's pool does not survive a fork.
     """
     return (
         size >= PARALLEL_MIN_ELEMENTS
         and threads.get_num_threads() > 1
         and threading.current_thread() is threading.main_thread()
+        and not threads.in_forked_child()
     )
 
 

@@ -1,20 +1,26 @@
-"""One thread count for the fused kernels and for OpenBLAS, following the cores that are free.
+"""One thread pool for the fused kernels and the matrix products, following the cores that are free.
 
-Both pools run one after the other (a kernel returns before the next matrix product starts), so
-with one count n <= cores they never oversubscribe each other. What makes threads slow on a busy
-machine is waiting: every kernel and every product ends at a barrier, and a thread that shares
-its core with another process is descheduled for a whole time slice (milliseconds) while the
-others wait. A 2-core machine with one core busy ran the GPT step 3-10x slower with two threads
-than with one. So by default the count follows the load:
+One pool: while the fused kernels are on, OpenBLAS runs one thread and the products worth
+threads are split over the kernels' pool (gemm.py says why and what it measured). numba runs its
+OpenMP layer where it loads (threads spin briefly after a kernel, so the next kernel or product
+starts in ~5 µs instead of the 50-140 µs a sleeping worker takes to wake), else "workqueue".
+The spin is bounded (GOMP_SPINCOUNT, SPIN_COUNT unless the environment sets it), so an idle pool
+gives its cores back within about a millisecond. With `tt.cpu_kernels("numpy")` OpenBLAS gets
+the thread count back, and the reference runs as plain NumPy does.
+
+What makes threads slow on a busy machine is waiting: every kernel and every product ends at a
+barrier, and a thread that shares its core with another process is descheduled for a whole time
+slice (milliseconds) while the others wait. A 2-core machine with one core busy ran the GPT step
+3-10x slower with two threads than with one. So by default the count follows the load:
 
 - every `PROBE_SECONDS` the cores this process could use are estimated from /proc/stat: the idle
   cores plus the cores this process itself used (its own threads' time counts as available);
-- the count is that many whole cores (at least 1, at most the cores it may run on), set on
-  numba's pool and, through threadpoolctl, on OpenBLAS.
+- the count is that many whole cores (at least 1, at most the cores it may run on).
 
 `set_num_threads(n)` fixes the count instead (PyTorch's `torch.set_num_threads`); so does the
-environment's NUMBA_NUM_THREADS / OMP_NUM_THREADS / OPENBLAS_NUM_THREADS (in that order). numba
-runs its "workqueue" layer, whose workers sleep between kernels (OpenMP's spin by default).
+environment's NUMBA_NUM_THREADS / OMP_NUM_THREADS / OPENBLAS_NUM_THREADS (in that order).
+A process forked from one that used the pool (a DataLoader worker) runs every kernel on its own
+thread: OpenMP's pool does not survive a fork.
 """
 
 from __future__ import annotations
@@ -23,7 +29,16 @@ import os
 import time
 
 PROBE_SECONDS = 0.5
-_state = {"configured": False, "fixed": None, "current": None, "next_probe": 0.0, "last": None}
+SPIN_COUNT = "30000"  # GOMP_SPINCOUNT: idle OpenMP threads spin ~1 ms, then sleep
+_state = {
+    "configured": False,
+    "fixed": None,
+    "current": None,
+    "next_probe": 0.0,
+    "last": None,
+    "pooled_products": True,  # OpenBLAS at one thread, products split over the pool
+    "forked": False,
+}
 
 
 def cores_allowed() -> int:
@@ -48,9 +63,12 @@ def configure_once() -> None:
         return
     _state["configured"] = True
     import numba
+    import scipy.linalg.cython_blas  # noqa: F401  (loads the BLAS numba calls, to set its threads)
 
     if "NUMBA_THREADING_LAYER" not in os.environ:
-        numba.config.THREADING_LAYER = "workqueue"
+        os.environ.setdefault("GOMP_SPINCOUNT", SPIN_COUNT)  # read when OpenMP loads
+        numba.config.THREADING_LAYER = "default"
+        numba.config.THREADING_LAYER_PRIORITY = ["omp", "workqueue", "tbb"]
     if _state["fixed"] is None:
         _state["fixed"] = _fixed_by_environment()
     # NOTE: a set_num_threads(n) before this point recorded n but could not reach numba's pool
@@ -102,7 +120,30 @@ def _apply(n: int) -> None:
         import numba
 
         numba.set_num_threads(min(n, numba.config.NUMBA_NUM_THREADS))
-    _set_blas_threads(n)
+    _set_blas_threads(1 if _state["pooled_products"] and _state["configured"] else n)
+
+
+def pool_products(on: bool) -> None:
+    """Whether the matrix products run on the kernels' pool (OpenBLAS at one thread) or on
+    OpenBLAS's own threads: the fused kernels' mode (dispatch.cpu_kernels) switches it."""
+    if on == _state["pooled_products"]:
+        return
+    _state["pooled_products"] = on
+    if _state["configured"] and _state["current"] is not None:
+        _set_blas_threads(1 if on else _state["current"])
+
+
+def in_forked_child() -> bool:
+    """True in a process forked after this module loaded: its kernels stay on one thread."""
+    return _state["forked"]
+
+
+def _after_fork_in_child():
+    _state["forked"] = True
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def set_num_threads(n: int) -> None:

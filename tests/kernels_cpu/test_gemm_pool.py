@@ -1,0 +1,172 @@
+"""Matrix products on the kernels' thread pool (kernels/cpu/gemm.py): the same products as NumPy's,
+results that do not depend on the thread count, OpenBLAS at one thread while the pool does the
+splitting, and a forked child that stays off the pool."""
+
+import multiprocessing
+
+import numpy as np
+import pytest
+
+import tinytensor as tt
+from tinytensor.kernels.cpu import dispatch, gemm, threads
+
+F = tt.nn.functional
+DTYPES = (np.float32, np.float64)
+TOL = {np.float32: dict(rtol=2e-5, atol=2e-5), np.float64: dict(rtol=1e-12, atol=1e-12)}
+
+
+@pytest.fixture(autouse=True)
+def restore_thread_policy():
+    dispatch.kernels_for("gemm", np.ones(1))  # sets the pool up, as the first product would
+    saved = dict(threads._state)
+    yield
+    threads._state.update(saved)
+    threads._state["current"] = None
+    threads._apply(saved["fixed"] or threads.cores_allowed())
+
+
+def randn(rng, shape, dtype):
+    return rng.standard_normal(shape).astype(dtype)
+
+
+# (rows, inner, cols): GPT sizes, odd sizes, and a tall one split into many blocks
+SHAPES = [(1024, 128, 512), (1024, 512, 128), (1000, 100, 37), (4099, 64, 33)]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("n_threads", [2, 3])
+def test_row_split_product_equals_numpys_bit_for_bit(dtype, shape, n_threads):
+    m, k, n = shape
+    rng = np.random.default_rng(0)
+    a, w, bias = randn(rng, (m, k), dtype), randn(rng, (n, k), dtype), randn(rng, n, dtype)
+    tt.set_num_threads(n_threads)
+    np.testing.assert_array_equal(gemm.product(a, w.T), a @ w.T)  # F-ordered operand
+    np.testing.assert_array_equal(gemm.product(a, np.ascontiguousarray(w.T)), a @ w.T)
+    expected = a @ w.T
+    expected += bias
+    np.testing.assert_array_equal(gemm.product(a, w.T, bias), expected)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", SHAPES + [(5, 3, 2)])
+def test_transposed_product_and_column_sums(dtype, shape):
+    m, p, q = shape
+    rng = np.random.default_rng(1)
+    a, b = randn(rng, (m, p), dtype), randn(rng, (m, q), dtype)
+    product, sums = gemm.transposed_product(a, b, want_column_sums=True)
+    assert product.dtype == sums.dtype == dtype
+    exact = a.astype(np.float64).T @ b.astype(np.float64)
+    scale = np.sqrt(m)  # the sums grow like √m
+    np.testing.assert_allclose(product, exact, **{**TOL[dtype], "atol": TOL[dtype]["atol"] * scale})
+    np.testing.assert_allclose(sums, a.astype(np.float64).sum(axis=0), **TOL[dtype])
+    assert gemm.transposed_product(a, b)[1] is None
+
+
+def test_transposed_product_does_not_depend_on_the_thread_count():
+    rng = np.random.default_rng(2)
+    a, b = randn(rng, (1500, 96), np.float32), randn(rng, (1500, 200), np.float32)
+    results = []
+    for n in (1, 2, 3, 2):
+        tt.set_num_threads(n)
+        results.append(gemm.transposed_product(a, b, want_column_sums=True))
+    for product, sums in results[1:]:
+        np.testing.assert_array_equal(product, results[0][0])
+        np.testing.assert_array_equal(sums, results[0][1])
+
+
+def test_worth_threads_needs_threads_rows_and_work():
+    tt.set_num_threads(2)
+    assert gemm.worth_threads(1024, 128, 128)
+    assert not gemm.worth_threads(2 * gemm.MIN_BLOCK_ROWS - 1, 4096, 4096)  # too few rows
+    assert not gemm.worth_threads(1024, 8, 8)  # too little work
+    tt.set_num_threads(1)
+    assert not gemm.worth_threads(1024, 128, 128)
+
+
+def test_fits_takes_c_or_fortran_order_of_the_same_dtype():
+    w = np.ones((8, 4), np.float32)
+    assert gemm.fits(w, np.float32) and gemm.fits(w.T, np.float32)
+    assert not gemm.fits(w[:, ::2], np.float32)  # neither order
+    assert not gemm.fits(w, np.float64)
+    assert not gemm.fits(w[None], np.float32)
+
+
+def linear_and_matmul(x, w, b, m):
+    return (F.linear(x, w, b) @ m).tanh()
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_linear_and_matmul_on_the_pool_match_the_numpy_reference(dtype):
+    rng = np.random.default_rng(3)
+    arrays = [randn(rng, (4, 300, 64), dtype), randn(rng, (96, 64), dtype) * 0.2,
+              randn(rng, 96, dtype), randn(rng, (96, 80), dtype) * 0.2]  # fmt: skip
+    calls = []
+    original = gemm.product
+
+    def counting(*args):
+        calls.append(1)
+        return original(*args)
+
+    def run(mode):
+        with tt.cpu_kernels(mode):
+            leaves = [tt.tensor(a, requires_grad=True) for a in arrays]
+            linear_and_matmul(*leaves).sum().backward()
+            return [leaves[0].grad] + [t.grad for t in leaves[1:]]
+
+    tt.set_num_threads(2)
+    gemm.product = counting
+    try:
+        reference = run("numpy")
+        assert not calls  # the reference never takes the pool
+        fused = run("numba")
+    finally:
+        gemm.product = original
+    assert len(calls) >= 4  # forward and the input gradients of both products
+    for name, a, b in zip(("x", "weight", "bias", "m"), fused, reference):
+        scale = np.abs(b.numpy()).max()
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=TOL[dtype]["rtol"],
+                                   atol=TOL[dtype]["rtol"] * scale, err_msg=name)  # fmt: skip
+
+
+def blas_thread_counts():
+    threadpoolctl = pytest.importorskip("threadpoolctl", reason="threadpoolctl is not installed")
+    libraries = threadpoolctl.threadpool_info()
+    return {lib["num_threads"] for lib in libraries if lib["user_api"] == "blas"}
+
+
+def test_openblas_runs_one_thread_while_the_pool_splits_the_products():
+    tt.set_num_threads(2)
+    with tt.cpu_kernels("numba"):
+        F.softmax(tt.randn(3, 4), -1)  # starts the pool if it has not started
+        assert blas_thread_counts() == {1}
+        with tt.cpu_kernels("numpy"):  # the reference: NumPy with OpenBLAS's own threads
+            assert blas_thread_counts() == {2}
+        assert blas_thread_counts() == {1}
+
+
+def _forked_linear(queue, x, w):
+    queue.put((threads.in_forked_child(), gemm.worth_threads(*x.shape, w.shape[0]),
+               F.linear(tt.tensor(x), tt.tensor(w)).numpy()))  # fmt: skip
+
+
+@pytest.mark.skipif(
+    "fork" not in multiprocessing.get_all_start_methods(), reason="no fork on this platform"
+)
+def test_a_forked_child_runs_its_products_off_the_pool():
+    """OpenMP's pool does not survive a fork: a child (a DataLoader worker) of a process that
+    used it computes on its own thread, and gets the same numbers."""
+    tt.set_num_threads(2)
+    rng = np.random.default_rng(4)
+    x, w = randn(rng, (1024, 128), np.float32), randn(rng, (256, 128), np.float32)
+    expected = F.linear(tt.tensor(x), tt.tensor(w)).numpy()  # on the pool, in this process
+    assert gemm.worth_threads(1024, 128, 256)
+    context = multiprocessing.get_context("fork")
+    queue = context.Queue()
+    child = context.Process(target=_forked_linear, args=(queue, x, w))
+    child.start()
+    forked, worth, result = queue.get(timeout=60)
+    child.join(timeout=60)
+    assert child.exitcode == 0
+    assert forked and not worth
+    np.testing.assert_array_equal(result, expected)

@@ -1,0 +1,99 @@
+"""Matrix products on the kernels' thread pool, so that one pool runs every parallel loop.
+
+Why not OpenBLAS's own threads: after each product they spin, waiting for the next one, on the
+cores the fused kernels' pool wants next, and that pool's OpenMP threads spin on the cores
+OpenBLAS wants. Two pools on the same cores take turns by the scheduler's time slices: the GPT
+step (config A, 2 cores) took 310 ms with both pools spinning, 100-128 ms with the kernels' pool
+asleep between kernels (a 50-140 µs wake-up per kernel, and the kernels barely faster than on
+one thread), and 93-117 ms with one pool for both. So while the fused kernels are on, OpenBLAS
+runs one thread (threads.py) and the products worth threads are split here into blocks, each a
+single-threaded BLAS call (numba's np.dot calls SciPy's BLAS), run by the same pool.
+
+- a @ b: the rows of a in one block per thread, each at least MIN_BLOCK_ROWS rows, starting at
+  a multiple of ROW_ALIGN. OpenBLAS computes rows in groups (4, 8, 16 or 24 rows, by CPU and
+  dtype) and the last, partial group differently; blocks aligned to all of those compute every
+  row as one unsplit call does, so the product is NumPy's bit for bit, whatever the thread
+  count (unaligned blocks differed in the last bit in 5 of 60 cases tried, aligned in none).
+- aᵀ @ b (weight gradients) sums over the rows of a and b: a fixed number of row chunks, each
+  a partial product, added in chunk order, so the result does not depend on the thread count.
+  The column sums of a (a bias gradient) come from the same pass over the chunk.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+from numba import prange
+
+from .dispatch import JIT_OPTIONS, parallel_for
+from .threads import get_num_threads
+
+MIN_BLOCK_ROWS = 128  # fewer rows per BLAS call: packing the other operand costs more
+ROW_ALIGN = 48  # a multiple of every row group OpenBLAS's x86 kernels use (4, 8, 16, 24)
+MIN_MULTIPLY_ADDS = 1 << 21  # below ~2M multiply-adds one thread beats starting the pool
+TRANSPOSED_CHUNKS = 4  # partial products of aᵀ @ b: fixed, so results are reproducible
+MIN_CHUNK_ROWS = 64
+
+
+@numba.njit(**JIT_OPTIONS, parallel=True)
+def _rows_product(a, b, bias, out, blocks, align):
+    rows = a.shape[0]
+    for blk in prange(blocks):
+        r0 = blk * rows // blocks // align * align
+        r1 = (blk + 1) * rows // blocks // align * align if blk + 1 < blocks else rows
+        np.dot(a[r0:r1], b, out[r0:r1])
+        if bias is not None:
+            for i in range(r0, r1):
+                for j in range(out.shape[1]):
+                    out[i, j] += bias[j]
+
+
+@numba.njit(**JIT_OPTIONS, parallel=True)
+def _transposed_product(a, b, parts, column_sums):
+    rows = a.shape[0]
+    chunks = parts.shape[0]
+    for c in prange(chunks):
+        r0, r1 = c * rows // chunks, (c + 1) * rows // chunks
+        np.dot(a[r0:r1].T, b[r0:r1], parts[c])
+        if column_sums is not None:
+            for i in range(r0, r1):
+                for j in range(a.shape[1]):
+                    column_sums[c, j] += a[i, j]
+
+
+def fits(b, dtype) -> bool:
+    """Whether the second operand can go to the kernel as it is: a NumPy array of `dtype`, C- or
+    Fortran-contiguous (a transposed weight is Fortran-ordered)."""
+    return (
+        type(b) is np.ndarray
+        and b.dtype == dtype
+        and b.ndim == 2
+        and (b.flags["C_CONTIGUOUS"] or b.flags["F_CONTIGUOUS"])
+    )
+
+
+def worth_threads(rows: int, inner: int, cols: int) -> bool:
+    """Whether a (rows, inner) @ (inner, cols) product should be split over the pool."""
+    return (
+        rows >= 2 * MIN_BLOCK_ROWS
+        and rows * inner * cols >= MIN_MULTIPLY_ADDS
+        and parallel_for(rows * cols)
+    )
+
+
+def product(a, b, bias=None):
+    """a @ b (+ bias on every row): a (m, k) C-contiguous, b (k, n) C- or F-contiguous."""
+    out = np.empty((a.shape[0], b.shape[1]), a.dtype)
+    blocks = max(1, min(get_num_threads(), a.shape[0] // MIN_BLOCK_ROWS))
+    _rows_product(a, b, bias, out, blocks, ROW_ALIGN)
+    return out
+
+
+def transposed_product(a, b, want_column_sums=False):
+    """(aᵀ @ b, Σ_rows a or None): a (m, p) and b (m, q), both C-contiguous."""
+    chunks = max(1, min(TRANSPOSED_CHUNKS, a.shape[0] // MIN_CHUNK_ROWS))
+    parts = np.empty((chunks, a.shape[1], b.shape[1]), a.dtype)
+    sums = np.zeros((chunks, a.shape[1])) if want_column_sums else None  # float64 partials
+    _transposed_product(a, b, parts, sums)
+    total = np.add.reduce(parts, axis=0)  # chunk by chunk, in order
+    return total, (sums.sum(axis=0).astype(a.dtype) if want_column_sums else None)
