@@ -3,6 +3,7 @@
     python benchmarks/gpt_step.py                    # configs A and B at 1 and 2 threads
     python benchmarks/gpt_step.py --rounds 5 --scaling   # also tokens/s against threads
     python benchmarks/gpt_step.py --quick            # a smoke run
+    python benchmarks/gpt_step.py --compare-blas     # also tinytensor with OpenBLAS, not MKL
 
 One step = forward, cross-entropy, backward and AdamW on every parameter, float32, dropout 0.
 tinytensor = `models.GPT` + `tt.optim.AdamW`; PyTorch = the same GPT-2 architecture written in
@@ -16,7 +17,9 @@ Fairness:
   shared machine hits both; the table reports the median over rounds and the spread of the
   ratio, which is the noise.
 - n threads means: `torch.set_num_threads(n)` for PyTorch; `tt.set_num_threads(n)` for
-  tinytensor (its fused kernels and OpenBLAS), and OMP/OPENBLAS_NUM_THREADS=n for both.
+  tinytensor (its one pool for the fused kernels and the split matrix products), and
+  OMP/OPENBLAS_NUM_THREADS=n for both. tinytensor's products call MKL when the `mkl` extra is
+  installed (the header says which), else OpenBLAS; "tinytensor (OpenBLAS)" forces OpenBLAS.
 - "tinytensor (NumPy ops)" runs the same model with `tt.cpu_kernels("numpy")`: the readable
   reference ops, i.e. what the fused kernels replace.
 - Each process times `--steps` steps after `--warmup` (the fused kernels load from numba's
@@ -38,7 +41,12 @@ CONFIGS = {
     "B": dict(vocab=256, d=256, n_layer=6, n_head=8, block=128, batch=8),
 }
 LIBS = ("torch", "tinytensor", "tinytensor-numpy")
-LABELS = {"torch": "PyTorch", "tinytensor": "tinytensor", "tinytensor-numpy": "tt (NumPy ops)"}
+LABELS = {
+    "torch": "PyTorch",
+    "tinytensor": "tinytensor",
+    "tinytensor-numpy": "tt (NumPy ops)",
+    "tinytensor-openblas": "tinytensor (OpenBLAS)",
+}
 
 
 def worker(lib, config, threads, steps, warmup):
@@ -104,6 +112,8 @@ def worker(lib, config, threads, steps, warmup):
 def measure(lib, config, threads, steps, warmup):
     """ms/step in a fresh process; threads=0 leaves every thread setting at its default."""
     env = dict(os.environ)
+    if lib == "tinytensor-openblas":
+        env["TINYTENSOR_BLAS"] = "openblas"
     if threads:
         env.update(OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads))
     cmd = [sys.executable, os.path.abspath(__file__), "--worker", lib, config, str(threads)]
@@ -131,7 +141,8 @@ def run_rounds(configs, thread_counts, libs, rounds, steps, warmup):
 def print_step_table(results, configs, thread_counts, libs):
     print("\nGPT step, ms/step (median over rounds); ratio = tinytensor / PyTorch "
           "(median, and min-max over rounds: the noise)")  # fmt: skip
-    names = [LABELS[lib] for lib in libs] + ["tinytensor / PyTorch", "tt (NumPy ops) / PyTorch"]
+    compared = [lib for lib in libs if lib != "torch"]
+    names = [LABELS[lib] for lib in libs] + [f"{LABELS[lib]} / PyTorch" for lib in compared]
     print("| config | threads | " + " | ".join(names) + " |")
     print("|---|---|" + "---|" * len(names))
     for config in configs:
@@ -139,7 +150,7 @@ def print_step_table(results, configs, thread_counts, libs):
             ms = {lib: results[(config, threads, lib)] for lib in libs}
             cells = [f"{statistics.median(ms[lib]):.1f}" for lib in libs]
             ratios = []
-            for lib in ("tinytensor", "tinytensor-numpy"):
+            for lib in compared:
                 per_round = [a / b for a, b in zip(ms[lib], ms["torch"])]
                 ratios.append(
                     f"{statistics.median(per_round):.2f} "
@@ -171,6 +182,9 @@ def main():
     parser.add_argument("--configs", default="A,B")
     parser.add_argument("--scaling", action="store_true", help="tokens/s for 1..cores threads")
     parser.add_argument("--quick", action="store_true", help="1 round of 5 steps")
+    parser.add_argument(
+        "--compare-blas", action="store_true", help="also tinytensor with OpenBLAS instead of MKL"
+    )
     args = parser.parse_args()
     if args.worker:
         lib, config, threads = args.worker
@@ -185,11 +199,15 @@ def main():
     import numpy
     import torch
 
+    from tinytensor.kernels.cpu import mkl_blas
+
+    libs = LIBS + (("tinytensor-openblas",) if args.compare_blas else ())
     print(f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, load average "
           f"{os.getloadavg()[0]:.1f}; numpy {numpy.__version__}, torch {torch.__version__}; "
+          f"tinytensor's products: {mkl_blas.name()}; "
           f"{args.rounds} rounds x {args.steps} steps (median step)")  # fmt: skip
-    results = run_rounds(configs, thread_counts, LIBS, args.rounds, args.steps, args.warmup)
-    print_step_table(results, configs, thread_counts, LIBS)
+    results = run_rounds(configs, thread_counts, libs, args.rounds, args.steps, args.warmup)
+    print_step_table(results, configs, thread_counts, libs)
     if args.scaling:
         cores = os.cpu_count() or 1
         counts = list(range(1, cores + 1))

@@ -27,6 +27,8 @@ fi
 "$PY" -m pip install -q --disable-pip-version-check -e ".[test,reference]"
 # mpi4py and MPICH's mpiexec (pinned in the `distributed` extra): the tests run 2-rank MPI jobs.
 "$PY" -m pip install -q --disable-pip-version-check -e ".[distributed]"
+# MKL's matrix product for the CPU kernels' pool (optional: OpenBLAS otherwise); the tests run both.
+"$PY" -m pip install -q --disable-pip-version-check -e ".[mkl]"
 # CuPy and NVRTC (CUDA 13.0) compile the attention kernels to sm_80/sm_90 cubins without a GPU,
 # so the kernel tests run on every machine. Pinned: the compile check uses a CuPy internal.
 "$PY" -m pip install -q --disable-pip-version-check "cupy-cuda13x==14.2.0" "nvidia-cuda-nvrtc==13.0.88"

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import tinytensor as tt
-from tinytensor.kernels.cpu import dispatch, gemm, threads
+from tinytensor.kernels.cpu import dispatch, gemm, mkl_blas, threads
 
 F = tt.nn.functional
 DTYPES = (np.float32, np.float64)
@@ -25,6 +25,16 @@ def restore_thread_policy():
     threads._apply(saved["fixed"] or threads.cores_allowed())
 
 
+@pytest.fixture(params=["openblas", "mkl"])
+def blas(request, monkeypatch):
+    """Each test runs with the blocks calling OpenBLAS (through numba's np.dot) and MKL."""
+    if request.param == "openblas":
+        monkeypatch.setattr(gemm, "gemm_functions", lambda: {})
+    elif not mkl_blas.gemm_functions():
+        pytest.skip("MKL is not installed (pip install 'tinytensor[mkl]'): OpenBLAS case only")
+    return request.param
+
+
 def randn(rng, shape, dtype):
     return rng.standard_normal(shape).astype(dtype)
 
@@ -35,22 +45,34 @@ SHAPES = [(1024, 128, 512), (1024, 512, 128), (1000, 100, 37), (4099, 64, 33)]
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("shape", SHAPES)
-@pytest.mark.parametrize("n_threads", [2, 3])
-def test_row_split_product_equals_numpys_bit_for_bit(dtype, shape, n_threads):
+def test_row_split_product_does_not_depend_on_the_thread_count(dtype, shape, blas):
+    """With OpenBLAS it is NumPy's product bit for bit; MKL rounds differently from NumPy's
+    OpenBLAS (within float rounding), but the same at every thread count."""
     m, k, n = shape
     rng = np.random.default_rng(0)
     a, w, bias = randn(rng, (m, k), dtype), randn(rng, (n, k), dtype), randn(rng, n, dtype)
-    tt.set_num_threads(n_threads)
-    np.testing.assert_array_equal(gemm.product(a, w.T), a @ w.T)  # F-ordered operand
-    np.testing.assert_array_equal(gemm.product(a, np.ascontiguousarray(w.T)), a @ w.T)
+    w_c = np.ascontiguousarray(w.T)
     expected = a @ w.T
-    expected += bias
-    np.testing.assert_array_equal(gemm.product(a, w.T, bias), expected)
+    with_bias = expected + bias
+    tt.set_num_threads(1)
+    one_thread = [gemm.product(a, w.T), gemm.product(a, w_c), gemm.product(a, w.T, bias)]
+    if blas == "openblas":
+        for result in one_thread[:2]:
+            np.testing.assert_array_equal(result, expected)
+        np.testing.assert_array_equal(one_thread[2], with_bias)
+    for result in one_thread[:2]:
+        np.testing.assert_allclose(result, expected, **TOL[dtype])
+    np.testing.assert_allclose(one_thread[2], with_bias, **TOL[dtype])
+    for n_threads in (2, 3):
+        tt.set_num_threads(n_threads)
+        split = [gemm.product(a, w.T), gemm.product(a, w_c), gemm.product(a, w.T, bias)]
+        for result, reference in zip(split, one_thread):
+            np.testing.assert_array_equal(result, reference, err_msg=f"{n_threads} threads")
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("shape", SHAPES + [(5, 3, 2)])
-def test_transposed_product_and_column_sums(dtype, shape):
+def test_transposed_product_and_column_sums(dtype, shape, blas):
     m, p, q = shape
     rng = np.random.default_rng(1)
     a, b = randn(rng, (m, p), dtype), randn(rng, (m, q), dtype)
@@ -63,7 +85,7 @@ def test_transposed_product_and_column_sums(dtype, shape):
     assert gemm.transposed_product(a, b)[1] is None
 
 
-def test_transposed_product_does_not_depend_on_the_thread_count():
+def test_transposed_product_does_not_depend_on_the_thread_count(blas):
     rng = np.random.default_rng(2)
     a, b = randn(rng, (1500, 96), np.float32), randn(rng, (1500, 200), np.float32)
     results = []
@@ -84,6 +106,13 @@ def test_worth_threads_needs_threads_rows_and_work():
     assert not gemm.worth_threads(1024, 128, 128)
 
 
+def test_one_thread_products_go_to_mkl_only(blas):
+    """At one thread the module takes a product only to call MKL; with OpenBLAS, NumPy's @ runs."""
+    tt.set_num_threads(1)
+    assert gemm.takes(1024, 128, 128, np.dtype(np.float32)) == (blas == "mkl")
+    assert not gemm.takes(8, 8, 8, np.dtype(np.float32))  # tiny: NumPy's @ costs less
+
+
 def test_fits_takes_c_or_fortran_order_of_the_same_dtype():
     w = np.ones((8, 4), np.float32)
     assert gemm.fits(w, np.float32) and gemm.fits(w.T, np.float32)
@@ -97,7 +126,7 @@ def linear_and_matmul(x, w, b, m):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_linear_and_matmul_on_the_pool_match_the_numpy_reference(dtype):
+def test_linear_and_matmul_on_the_pool_match_the_numpy_reference(dtype, blas):
     rng = np.random.default_rng(3)
     arrays = [randn(rng, (4, 300, 64), dtype), randn(rng, (96, 64), dtype) * 0.2,
               randn(rng, 96, dtype), randn(rng, (96, 80), dtype) * 0.2]  # fmt: skip
@@ -130,9 +159,10 @@ def test_linear_and_matmul_on_the_pool_match_the_numpy_reference(dtype):
 
 
 def blas_thread_counts():
+    """OpenBLAS's thread counts (NumPy's and SciPy's); MKL, where loaded, runs sequentially."""
     threadpoolctl = pytest.importorskip("threadpoolctl", reason="threadpoolctl is not installed")
     libraries = threadpoolctl.threadpool_info()
-    return {lib["num_threads"] for lib in libraries if lib["user_api"] == "blas"}
+    return {lib["num_threads"] for lib in libraries if lib["internal_api"] == "openblas"}
 
 
 def test_openblas_runs_one_thread_while_the_pool_splits_the_products():
@@ -170,3 +200,38 @@ def test_a_forked_child_runs_its_products_off_the_pool():
     assert child.exitcode == 0
     assert forked and not worth
     np.testing.assert_array_equal(result, expected)
+
+
+@pytest.fixture
+def fresh_blas_choice():
+    mkl_blas.gemm_functions.cache_clear()  # the choice is made once per process: redo it here
+    yield
+    mkl_blas.gemm_functions.cache_clear()
+
+
+def test_mkl_is_used_exactly_when_it_is_installed(fresh_blas_choice, monkeypatch):
+    monkeypatch.delenv("TINYTENSOR_BLAS", raising=False)
+    installed = mkl_blas._library_path() is not None
+    assert mkl_blas.name() == ("mkl" if installed else "openblas")
+    if installed:
+        assert set(mkl_blas.gemm_functions()) == {np.dtype(np.float32), np.dtype(np.float64)}
+
+
+def test_the_blas_switch_forces_openblas_and_checks_its_value(fresh_blas_choice, monkeypatch):
+    monkeypatch.setenv("TINYTENSOR_BLAS", "openblas")
+    assert mkl_blas.gemm_functions() == {} and mkl_blas.name() == "openblas"
+    mkl_blas.gemm_functions.cache_clear()
+    monkeypatch.setenv("TINYTENSOR_BLAS", "MKL!")
+    with pytest.raises(
+        ValueError, match="TINYTENSOR_BLAS must be 'auto', 'mkl' or 'openblas', got 'MKL!'"
+    ):
+        mkl_blas.gemm_functions()
+
+
+def test_requiring_a_missing_mkl_says_how_to_install_it(fresh_blas_choice, monkeypatch):
+    monkeypatch.setenv("TINYTENSOR_BLAS", "mkl")
+    monkeypatch.setattr(mkl_blas, "_library_path", lambda: None)
+    with pytest.raises(
+        RuntimeError, match=r"TINYTENSOR_BLAS=mkl: .*pip install 'tinytensor\[mkl\]'"
+    ):
+        mkl_blas.gemm_functions()

@@ -75,7 +75,7 @@ def _pooled(a, b):
     """The kernels' product module if a @ b (2-D) runs split over the kernels' thread pool, else
     None (NumPy's @): see kernels/cpu/gemm.py for why the products share that pool."""
     pool = kernels_for("gemm", a)
-    if pool and pool.fits(b, a.dtype) and pool.worth_threads(a.shape[0], a.shape[1], b.shape[1]):
+    if pool and pool.fits(b, a.dtype) and pool.takes(a.shape[0], a.shape[1], b.shape[1], a.dtype):
         return pool
     return None
 
@@ -83,7 +83,7 @@ def _pooled(a, b):
 def _pooled_transposed(a, b):
     """As `_pooled`, for aᵀ @ b over the rows of a and b (both C-contiguous)."""
     pool = kernels_for("gemm", a, b)
-    if pool and pool.worth_threads(a.shape[0], a.shape[1], b.shape[1]):
+    if pool and pool.takes(a.shape[0], a.shape[1], b.shape[1], a.dtype):
         return pool
     return None
 

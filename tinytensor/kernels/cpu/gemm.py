@@ -25,12 +25,14 @@ import numba
 import numpy as np
 from numba import prange
 
-from .dispatch import JIT_OPTIONS, parallel_for
+from .dispatch import JIT_OPTIONS, parallel_for, twin_jit
+from .mkl_blas import NO_TRANS, ROW_MAJOR, TRANS, gemm_functions
 from .threads import get_num_threads
 
 MIN_BLOCK_ROWS = 128  # fewer rows per BLAS call: packing the other operand costs more
 ROW_ALIGN = 48  # a multiple of every row group OpenBLAS's x86 kernels use (4, 8, 16, 24)
 MIN_MULTIPLY_ADDS = 1 << 21  # below ~2M multiply-adds one thread beats starting the pool
+MIN_MKL_MULTIPLY_ADDS = 1 << 15  # below, NumPy's @ costs less per call than the kernel's call
 TRANSPOSED_CHUNKS = 4  # partial products of aᵀ @ b: fixed, so results are reproducible
 MIN_CHUNK_ROWS = 64
 
@@ -46,6 +48,41 @@ def _rows_product(a, b, bias, out, blocks, align):
             for i in range(r0, r1):
                 for j in range(out.shape[1]):
                     out[i, j] += bias[j]
+
+
+@twin_jit
+def _rows_product_mkl(gemm, a, b, b_transposed, bias, out, blocks, align):
+    """As `_rows_product` with MKL's gemm; b is C-ordered, holding bᵀ when b_transposed."""
+    rows, inner = a.shape
+    cols = out.shape[1]
+    size = a.itemsize
+    for blk in prange(blocks):
+        r0 = blk * rows // blocks // align * align
+        r1 = (blk + 1) * rows // blocks // align * align if blk + 1 < blocks else rows
+        trans_b = TRANS if b_transposed else NO_TRANS
+        gemm(ROW_MAJOR, NO_TRANS, trans_b, r1 - r0, cols, inner, 1.0,
+             a.ctypes.data + r0 * inner * size, inner, b.ctypes.data, b.shape[1],
+             0.0, out.ctypes.data + r0 * cols * size, cols)  # fmt: skip
+        if bias is not None:
+            for i in range(r0, r1):
+                for j in range(cols):
+                    out[i, j] += bias[j]
+
+
+@twin_jit
+def _transposed_product_mkl(gemm, a, b, parts, column_sums):
+    rows, p = a.shape
+    q = b.shape[1]
+    size = a.itemsize
+    chunks = parts.shape[0]
+    for c in prange(chunks):
+        r0, r1 = c * rows // chunks, (c + 1) * rows // chunks
+        gemm(ROW_MAJOR, TRANS, NO_TRANS, p, q, r1 - r0, 1.0, a.ctypes.data + r0 * p * size, p,
+             b.ctypes.data + r0 * q * size, q, 0.0, parts[c].ctypes.data, q)  # fmt: skip
+        if column_sums is not None:
+            for i in range(r0, r1):
+                for j in range(p):
+                    column_sums[c, j] += a[i, j]
 
 
 @numba.njit(**JIT_OPTIONS, parallel=True)
@@ -81,11 +118,30 @@ def worth_threads(rows: int, inner: int, cols: int) -> bool:
     )
 
 
+def takes(rows: int, inner: int, cols: int, dtype) -> bool:
+    """Whether this module computes the product: split over the pool when that is worth it, and
+    on one thread too when MKL is there (it is faster than NumPy's OpenBLAS at any size but
+    the smallest)."""
+    if dtype in gemm_functions() and rows * inner * cols >= MIN_MKL_MULTIPLY_ADDS:
+        return True
+    return worth_threads(rows, inner, cols)
+
+
 def product(a, b, bias=None):
     """a @ b (+ bias on every row): a (m, k) C-contiguous, b (k, n) C- or F-contiguous."""
     out = np.empty((a.shape[0], b.shape[1]), a.dtype)
-    blocks = max(1, min(get_num_threads(), a.shape[0] // MIN_BLOCK_ROWS))
-    _rows_product(a, b, bias, out, blocks, ROW_ALIGN)
+    gemm = gemm_functions().get(a.dtype)
+    if gemm is None:  # OpenBLAS through np.dot: only called when worth_threads
+        blocks = max(1, min(get_num_threads(), a.shape[0] // MIN_BLOCK_ROWS))
+        _rows_product(a, b, bias, out, blocks, ROW_ALIGN)
+        return out
+    split = worth_threads(a.shape[0], a.shape[1], b.shape[1])
+    blocks = max(1, min(get_num_threads(), a.shape[0] // MIN_BLOCK_ROWS)) if split else 1
+    kernel = _rows_product_mkl.parallel if split else _rows_product_mkl.serial
+    if b.flags["C_CONTIGUOUS"]:
+        kernel(gemm, a, b, False, bias, out, blocks, ROW_ALIGN)
+    else:  # Fortran-ordered b: its transpose is C-ordered
+        kernel(gemm, a, b.T, True, bias, out, blocks, ROW_ALIGN)
     return out
 
 
@@ -94,6 +150,12 @@ def transposed_product(a, b, want_column_sums=False):
     chunks = max(1, min(TRANSPOSED_CHUNKS, a.shape[0] // MIN_CHUNK_ROWS))
     parts = np.empty((chunks, a.shape[1], b.shape[1]), a.dtype)
     sums = np.zeros((chunks, a.shape[1])) if want_column_sums else None  # float64 partials
-    _transposed_product(a, b, parts, sums)
+    gemm = gemm_functions().get(a.dtype)
+    if gemm is None:
+        _transposed_product(a, b, parts, sums)
+    elif worth_threads(a.shape[0], a.shape[1], b.shape[1]):
+        _transposed_product_mkl.parallel(gemm, a, b, parts, sums)
+    else:  # the same chunks one after the other: the same result
+        _transposed_product_mkl.serial(gemm, a, b, parts, sums)
     total = np.add.reduce(parts, axis=0)  # chunk by chunk, in order
     return total, (sums.sum(axis=0).astype(a.dtype) if want_column_sums else None)
