@@ -6,7 +6,7 @@ import math
 
 from ..amp import cast_for_matmul
 from ..function import Function
-from ..kernels.cpu.dispatch import kernels_for
+from ..kernels.cpu.dispatch import MIN_PRODUCT_MULTIPLY_ADDS, kernels_for
 from ._checks import check_tensor
 
 
@@ -64,9 +64,11 @@ class MatMul(Function):
 
 
 def _rows_of(x, y):
-    """x as (rows, k) when x @ y is a (..., k) @ (k, n) product of NumPy arrays that a view
+    """x as (rows, k) when x @ y is a (..., k) @ (k, n) product, not small, of arrays that a view
     flattens, else None: then the NumPy path runs (batched y, vectors, other layouts)."""
-    if y.ndim == 2 and x.ndim >= 2 and x.flags["C_CONTIGUOUS"] and type(x) is type(y):
+    if y.ndim != 2 or x.ndim < 2 or x.size * y.shape[1] < MIN_PRODUCT_MULTIPLY_ADDS:
+        return None  # the cheap tests first: small products pay no dispatch
+    if x.flags["C_CONTIGUOUS"] and type(x) is type(y):
         return x.reshape(math.prod(x.shape[:-1]), x.shape[-1])  # (-1, 0) would be ambiguous
     return None
 
@@ -74,6 +76,8 @@ def _rows_of(x, y):
 def _pooled(a, b):
     """The kernels' product module if a @ b (2-D) runs split over the kernels' thread pool, else
     None (NumPy's @): see kernels/cpu/gemm.py for why the products share that pool."""
+    if a.shape[0] * a.shape[1] * b.shape[1] < MIN_PRODUCT_MULTIPLY_ADDS:
+        return None  # the cheap test first: small products pay no dispatch
     pool = kernels_for("gemm", a)
     if pool and pool.fits(b, a.dtype) and pool.takes(a.shape[0], a.shape[1], b.shape[1], a.dtype):
         return pool
@@ -82,6 +86,8 @@ def _pooled(a, b):
 
 def _pooled_transposed(a, b):
     """As `_pooled`, for aᵀ @ b over the rows of a and b (both C-contiguous)."""
+    if a.shape[0] * a.shape[1] * b.shape[1] < MIN_PRODUCT_MULTIPLY_ADDS:
+        return None
     pool = kernels_for("gemm", a, b)
     if pool and pool.takes(a.shape[0], a.shape[1], b.shape[1], a.dtype):
         return pool

@@ -30,6 +30,9 @@ from . import threads
 
 MODES = ("auto", "numba", "numpy")
 PARALLEL_MIN_ELEMENTS = 1 << 14  # below 16k elements one thread beats waking the pool
+# below this many multiply-adds NumPy's @ costs less than any kernel's call (gemm.py); the ops
+# test it before anything else, so a small product pays no dispatch (16x16: 16 µs, not 24)
+MIN_PRODUCT_MULTIPLY_ADDS = 1 << 15
 # NOTE: error_model="numpy": a division by zero gives inf/nan as in NumPy instead of raising,
 # which also lets the loops vectorize (the Python model's zero check is a branch per division:
 # 6x slower serial loops, measured)

@@ -25,14 +25,13 @@ import numba
 import numpy as np
 from numba import prange
 
-from .dispatch import JIT_OPTIONS, parallel_for, twin_jit
+from .dispatch import JIT_OPTIONS, MIN_PRODUCT_MULTIPLY_ADDS, parallel_for, twin_jit
 from .mkl_blas import NO_TRANS, ROW_MAJOR, TRANS, gemm_functions
 from .threads import get_num_threads
 
 MIN_BLOCK_ROWS = 128  # fewer rows per BLAS call: packing the other operand costs more
 ROW_ALIGN = 48  # a multiple of every row group OpenBLAS's x86 kernels use (4, 8, 16, 24)
 MIN_MULTIPLY_ADDS = 1 << 21  # below ~2M multiply-adds one thread beats starting the pool
-MIN_MKL_MULTIPLY_ADDS = 1 << 15  # below, NumPy's @ costs less per call than the kernel's call
 TRANSPOSED_CHUNKS = 4  # partial products of aᵀ @ b: fixed, so results are reproducible
 MIN_CHUNK_ROWS = 64
 
@@ -122,7 +121,7 @@ def takes(rows: int, inner: int, cols: int, dtype) -> bool:
     """Whether this module computes the product: split over the pool when that is worth it, and
     on one thread too when MKL is there (it is faster than NumPy's OpenBLAS at any size but
     the smallest)."""
-    if dtype in gemm_functions() and rows * inner * cols >= MIN_MKL_MULTIPLY_ADDS:
+    if dtype in gemm_functions() and rows * inner * cols >= MIN_PRODUCT_MULTIPLY_ADDS:
         return True
     return worth_threads(rows, inner, cols)
 
