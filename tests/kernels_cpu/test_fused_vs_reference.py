@@ -186,10 +186,17 @@ def test_attention_scale_mask_softmax(dtype, shape, mask):
 @pytest.mark.parametrize(
     "case", ["strided heads", "cross", "gqa", "causal cross"], ids=lambda c: c.replace(" ", "-")
 )
-def test_attention_head_by_head_on_the_pool(dtype, case, monkeypatch):
+@pytest.mark.parametrize("blas", ["openblas", "mkl"])
+def test_attention_head_by_head_on_the_pool(dtype, case, blas, monkeypatch):
     """At 2 threads the whole block runs one head per pool task (products included): strided
-    (B, T, H, d) views, Nq != Nk, grouped K/V heads and a bottom-right causal mask."""
-    from tinytensor.kernels.cpu import attention
+    (B, T, H, d) views, Nq != Nk, grouped K/V heads and a bottom-right causal mask. MKL reads
+    the strided heads in place (at 1 thread too); with OpenBLAS they are copied first."""
+    from tinytensor.kernels.cpu import attention, mkl_blas
+
+    if blas == "openblas":
+        monkeypatch.setattr(attention, "gemm_functions", lambda: {})
+    elif not mkl_blas.gemm_functions():
+        pytest.skip("MKL is not installed (pip install 'tinytensor[mkl]'): OpenBLAS case only")
 
     calls = []
     original = attention.heads_forward
@@ -206,9 +213,10 @@ def test_attention_head_by_head_on_the_pool(dtype, case, monkeypatch):
 
     def build(q, k, v):
         q, k, v = (t.transpose(1, 2) for t in (q, k, v))  # (B, H, T, d) views, as models make
-        return F.scaled_dot_product_attention(
+        out = F.scaled_dot_product_attention(
             q, k, v, is_causal="causal" in case, enable_gqa=case == "gqa"
         )
+        return out.transpose(1, 2).reshape(out.shape[0], out.shape[2], -1)  # as models do
 
     assert_fused_matches_reference(build, [q, k, v], dtype)
     assert calls  # at 2 threads the head-by-head kernel ran

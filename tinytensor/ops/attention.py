@@ -92,7 +92,7 @@ class ScaledDotProductAttention(Function):
         fused = None
         if bias is None and keep is None:
             fused = kernels_for("attention", q, k, v, any_layout=True)
-        if fused and fused.heads_worth_threads(q, k, v, allowed):
+        if fused and fused.head_by_head(q, k, v, allowed):
             # one pool task per head: both products and the softmax (kernels/cpu/attention.py)
             out, p, self.heads = fused.heads_forward(q, k, v, scale, allowed)
             self.p, self.shapes = p, (q.shape, k.shape, v.shape)

@@ -14,6 +14,7 @@ import numpy as np
 from numba import prange
 
 from .dispatch import JIT_OPTIONS, parallel_for, pick, twin_jit
+from .mkl_blas import NO_TRANS, ROW_MAJOR, TRANS, gemm_functions
 from .scalar_math import fast_exp
 
 
@@ -127,11 +128,70 @@ def softmax_vjp_(p, dp):
     return dp
 
 
-def heads_worth_threads(q, k, v, allowed):
-    """Whether the whole block (both products and the softmax) should run head by head over the
-    kernels' pool, each head's products one single-threaded BLAS call: NumPy runs a batch of
-    small products on one thread, and OpenBLAS runs one thread anyway while the pool splits the
-    large products (gemm.py). Needs no mask or one (Nq, Nk) mask, and no empty dims."""
+@twin_jit
+def _heads_forward_mkl(gemm, q, k, v, scale, allowed, use_mask, p, out):
+    """`_heads_forward` on (B, H, N, d) views of any row strides, through MKL's gemm, which
+    takes each head's rows where they are (leading dimension = the row stride): the heads of a
+    (B, N, H, d) projection need no copy, and `out` is written in that layout too."""
+    batch, heads, nq, d = q.shape
+    nk, dv = k.shape[2], v.shape[3]
+    size = q.itemsize
+    for bh in prange(batch * heads):
+        b, h = bh // heads, bh % heads
+        q0 = q.ctypes.data + b * q.strides[0] + h * q.strides[1]
+        k0 = k.ctypes.data + b * k.strides[0] + h * k.strides[1]
+        v0 = v.ctypes.data + b * v.strides[0] + h * v.strides[1]
+        o0 = out.ctypes.data + b * out.strides[0] + h * out.strides[1]
+        p0 = p.ctypes.data + bh * nq * nk * size
+        gemm(ROW_MAJOR, NO_TRANS, TRANS, nq, nk, d, 1.0, q0, q.strides[2] // size,
+             k0, k.strides[2] // size, 0.0, p0, nk)  # fmt: skip
+        for i in range(nq):
+            _softmax_row(p[bh, i], scale, allowed[i if use_mask else 0], use_mask)
+        gemm(ROW_MAJOR, NO_TRANS, NO_TRANS, nq, dv, nk, 1.0, p0, nk, v0, v.strides[2] // size,
+             0.0, o0, out.strides[2] // size)  # fmt: skip
+
+
+@twin_jit
+def _heads_backward_mkl(gemm, q, k, v, p, g, scale, dq, dk, dv, ds):
+    """`_heads_backward` on strided (B, H, N, d) views through MKL's gemm (see the forward);
+    the scale rides on the products' alpha."""
+    batch, heads, nq, d = q.shape
+    nk, dvn = k.shape[2], v.shape[3]
+    size = q.itemsize
+    for bh in prange(batch * heads):
+        b, h = bh // heads, bh % heads
+        q0 = q.ctypes.data + b * q.strides[0] + h * q.strides[1]
+        k0 = k.ctypes.data + b * k.strides[0] + h * k.strides[1]
+        v0 = v.ctypes.data + b * v.strides[0] + h * v.strides[1]
+        g0 = g.ctypes.data + b * g.strides[0] + h * g.strides[1]
+        dq0 = dq.ctypes.data + b * dq.strides[0] + h * dq.strides[1]
+        dk0 = dk.ctypes.data + b * dk.strides[0] + h * dk.strides[1]
+        dv0 = dv.ctypes.data + b * dv.strides[0] + h * dv.strides[1]
+        p0 = p.ctypes.data + bh * nq * nk * size
+        ds0 = ds.ctypes.data + bh * nq * nk * size
+        ldq, ldk, ldv, ldg = (
+            q.strides[2] // size,
+            k.strides[2] // size,
+            v.strides[2] // size,
+            g.strides[2] // size,
+        )
+        gemm(ROW_MAJOR, TRANS, NO_TRANS, nk, dvn, nq, 1.0, p0, nk, g0, ldg, 0.0, dv0,
+             dv.strides[2] // size)  # fmt: skip
+        gemm(ROW_MAJOR, NO_TRANS, TRANS, nq, nk, dvn, 1.0, g0, ldg, v0, ldv, 0.0, ds0, nk)
+        for i in range(nq):
+            _softmax_vjp_row(p[bh, i], ds[bh, i])
+        gemm(ROW_MAJOR, NO_TRANS, NO_TRANS, nq, d, nk, scale, ds0, nk, k0, ldk, 0.0, dq0,
+             dq.strides[2] // size)  # fmt: skip
+        gemm(ROW_MAJOR, TRANS, NO_TRANS, nk, d, nq, scale, ds0, nk, q0, ldq, 0.0, dk0,
+             dk.strides[2] // size)  # fmt: skip
+
+
+def head_by_head(q, k, v, allowed):
+    """Whether the whole block (both products and the softmax) runs here head by head, each
+    head's products single-threaded BLAS calls: over the kernels' pool when that is worth it
+    (NumPy runs a batch of small products on one thread, and OpenBLAS runs one thread anyway
+    while the pool splits the large products, gemm.py), and on one thread too with MKL, which
+    reads the heads without copies. Needs no mask or one (Nq, Nk) mask, and no empty dims."""
     if q.ndim < 3 or 0 in q.shape or 0 in k.shape or 0 in v.shape:
         return False
     heads = q.size // (q.shape[-1] * q.shape[-2])
@@ -141,29 +201,71 @@ def heads_worth_threads(q, k, v, allowed):
         and allowed.flags.c_contiguous
     ):
         return False
+    if _strided_gemm(q, k, v) is not None:
+        return True
     return heads >= 2 and parallel_for(heads * q.shape[-2] * k.shape[-2])
 
 
 def heads_forward(q, k, v, scale, allowed):
-    """(O, P) for q (..., Nq, d), k (..., Nk, d), v (..., Nk, dv), one head per pool task; the
-    inputs are made C-contiguous (the heads of a (B, T, H, d) projection are strided views)."""
+    """(O, P, saved) for q (..., Nq, d), k (..., Nk, d), v (..., Nk, dv), one head per pool task.
+
+    With MKL, (B, H, N, d) inputs are read where they are and O is a (B, H, Nq, dv) view of a
+    (B, Nq, H, dv) array (what the model's transpose back wants); otherwise the inputs are made
+    C-contiguous first (the heads of a (B, N, H, d) projection are strided views)."""
+    use_mask = allowed is not None
+    mask = allowed if use_mask else np.ones((1, 1), np.bool_)
+    gemm = _strided_gemm(q, k, v)
+    if gemm is not None:
+        batch, heads, nq, nk = q.shape[0], q.shape[1], q.shape[2], k.shape[2]
+        p = np.empty((batch * heads, nq, nk), q.dtype)
+        out = _heads_last_but_one(batch, heads, nq, v.shape[3], q.dtype)
+        kernel = _heads_forward_mkl.parallel if parallel_for(p.size) else _heads_forward_mkl.serial
+        kernel(gemm, q, k, v, q.dtype.type(scale), mask, use_mask, p, out)
+        return out, p, ("strided", gemm, q, k, v)
     q3, k3, v3 = (_contiguous3(t) for t in (q, k, v))
     p = np.empty((q3.shape[0], q3.shape[1], k3.shape[1]), q.dtype)
     out = np.empty((q3.shape[0], q3.shape[1], v3.shape[2]), q.dtype)
-    use_mask = allowed is not None
-    mask = allowed if use_mask else np.ones((1, 1), np.bool_)
     _heads_forward(q3, k3, v3, q.dtype.type(scale), mask, use_mask, p, out)
-    return out.reshape(q.shape[:-1] + v.shape[-1:]), p, (q3, k3, v3)
+    return out.reshape(q.shape[:-1] + v.shape[-1:]), p, ("contiguous", q3, k3, v3)
 
 
 def heads_backward(saved, p, g, scale):
-    """(dQ, dK, dV) of `heads_forward`, as (heads, N, d) arrays; `saved` is its (q3, k3, v3)."""
-    q3, k3, v3 = saved
+    """(dQ, dK, dV) of `heads_forward`: (B, H, N, d) views in the strided case, else
+    (heads, N, d) arrays; `saved` is what the forward returned."""
+    if saved[0] == "strided":
+        _, gemm, q, k, v = saved
+        if g.strides[-1] != g.itemsize:
+            g = np.ascontiguousarray(g)
+        dq = _heads_last_but_one(*q.shape, q.dtype)
+        dk = _heads_last_but_one(*k.shape, k.dtype)
+        dv = _heads_last_but_one(*v.shape, v.dtype)
+        ds = np.empty_like(p)
+        kernel = (
+            _heads_backward_mkl.parallel if parallel_for(p.size) else _heads_backward_mkl.serial
+        )
+        kernel(gemm, q, k, v, p, g, q.dtype.type(scale), dq, dk, dv, ds)
+        return dq, dk, dv
+    _, q3, k3, v3 = saved
     g3 = _contiguous3(g)
     dq, dk, dv = np.empty_like(q3), np.empty_like(k3), np.empty_like(v3)
     ds = np.empty_like(p)
     _heads_backward(q3, k3, v3, p, g3, q3.dtype.type(scale), dq, dk, dv, ds)
     return dq, dk, dv
+
+
+def _strided_gemm(q, k, v):
+    """MKL's gemm for this dtype when q, k, v are (B, H, N, d) views with contiguous rows (MKL
+    reads each head in place), else None."""
+    if q.ndim != 4 or k.ndim != 4 or v.ndim != 4:
+        return None
+    if any(t.strides[3] != t.itemsize or t.strides[2] % t.itemsize for t in (q, k, v)):
+        return None
+    return gemm_functions().get(q.dtype)
+
+
+def _heads_last_but_one(batch, heads, n, d, dtype):
+    """A (B, H, N, d) view of a fresh (B, N, H, d) array."""
+    return np.empty((batch, n, heads, d), dtype).transpose(0, 2, 1, 3)
 
 
 def _contiguous3(t):
