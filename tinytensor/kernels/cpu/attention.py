@@ -128,6 +128,12 @@ def softmax_vjp_(p, dp):
     return dp
 
 
+@numba.njit(**JIT_OPTIONS, inline="always")
+def _head(t, b, h):
+    """The address of head (b, h) of a (B, H, N, d) array, and the leading dimension of its rows."""
+    return t.ctypes.data + b * t.strides[0] + h * t.strides[1], t.strides[2] // t.itemsize
+
+
 @twin_jit
 def _heads_forward_mkl(gemm, q, k, v, scale, allowed, use_mask, p, out):
     """`_heads_forward` on (B, H, N, d) views of any row strides, through MKL's gemm, which
@@ -138,17 +144,13 @@ def _heads_forward_mkl(gemm, q, k, v, scale, allowed, use_mask, p, out):
     size = q.itemsize
     for bh in prange(batch * heads):
         b, h = bh // heads, bh % heads
-        q0 = q.ctypes.data + b * q.strides[0] + h * q.strides[1]
-        k0 = k.ctypes.data + b * k.strides[0] + h * k.strides[1]
-        v0 = v.ctypes.data + b * v.strides[0] + h * v.strides[1]
-        o0 = out.ctypes.data + b * out.strides[0] + h * out.strides[1]
+        (q0, ldq), (k0, ldk) = _head(q, b, h), _head(k, b, h)
+        (v0, ldv), (o0, ldo) = _head(v, b, h), _head(out, b, h)
         p0 = p.ctypes.data + bh * nq * nk * size
-        gemm(ROW_MAJOR, NO_TRANS, TRANS, nq, nk, d, 1.0, q0, q.strides[2] // size,
-             k0, k.strides[2] // size, 0.0, p0, nk)  # fmt: skip
+        gemm(ROW_MAJOR, NO_TRANS, TRANS, nq, nk, d, 1.0, q0, ldq, k0, ldk, 0.0, p0, nk)
         for i in range(nq):
             _softmax_row(p[bh, i], scale, allowed[i if use_mask else 0], use_mask)
-        gemm(ROW_MAJOR, NO_TRANS, NO_TRANS, nq, dv, nk, 1.0, p0, nk, v0, v.strides[2] // size,
-             0.0, o0, out.strides[2] // size)  # fmt: skip
+        gemm(ROW_MAJOR, NO_TRANS, NO_TRANS, nq, dv, nk, 1.0, p0, nk, v0, ldv, 0.0, o0, ldo)
 
 
 @twin_jit
@@ -160,30 +162,17 @@ def _heads_backward_mkl(gemm, q, k, v, p, g, scale, dq, dk, dv, ds):
     size = q.itemsize
     for bh in prange(batch * heads):
         b, h = bh // heads, bh % heads
-        q0 = q.ctypes.data + b * q.strides[0] + h * q.strides[1]
-        k0 = k.ctypes.data + b * k.strides[0] + h * k.strides[1]
-        v0 = v.ctypes.data + b * v.strides[0] + h * v.strides[1]
-        g0 = g.ctypes.data + b * g.strides[0] + h * g.strides[1]
-        dq0 = dq.ctypes.data + b * dq.strides[0] + h * dq.strides[1]
-        dk0 = dk.ctypes.data + b * dk.strides[0] + h * dk.strides[1]
-        dv0 = dv.ctypes.data + b * dv.strides[0] + h * dv.strides[1]
+        (q0, ldq), (k0, ldk), (v0, ldv) = _head(q, b, h), _head(k, b, h), _head(v, b, h)
+        (g0, ldg), (dq0, lddq) = _head(g, b, h), _head(dq, b, h)
+        (dk0, lddk), (dv0, lddv) = _head(dk, b, h), _head(dv, b, h)
         p0 = p.ctypes.data + bh * nq * nk * size
         ds0 = ds.ctypes.data + bh * nq * nk * size
-        ldq, ldk, ldv, ldg = (
-            q.strides[2] // size,
-            k.strides[2] // size,
-            v.strides[2] // size,
-            g.strides[2] // size,
-        )
-        gemm(ROW_MAJOR, TRANS, NO_TRANS, nk, dvn, nq, 1.0, p0, nk, g0, ldg, 0.0, dv0,
-             dv.strides[2] // size)  # fmt: skip
+        gemm(ROW_MAJOR, TRANS, NO_TRANS, nk, dvn, nq, 1.0, p0, nk, g0, ldg, 0.0, dv0, lddv)
         gemm(ROW_MAJOR, NO_TRANS, TRANS, nq, nk, dvn, 1.0, g0, ldg, v0, ldv, 0.0, ds0, nk)
         for i in range(nq):
             _softmax_vjp_row(p[bh, i], ds[bh, i])
-        gemm(ROW_MAJOR, NO_TRANS, NO_TRANS, nq, d, nk, scale, ds0, nk, k0, ldk, 0.0, dq0,
-             dq.strides[2] // size)  # fmt: skip
-        gemm(ROW_MAJOR, TRANS, NO_TRANS, nk, d, nq, scale, ds0, nk, q0, ldq, 0.0, dk0,
-             dk.strides[2] // size)  # fmt: skip
+        gemm(ROW_MAJOR, NO_TRANS, NO_TRANS, nq, d, nk, scale, ds0, nk, k0, ldk, 0.0, dq0, lddq)
+        gemm(ROW_MAJOR, TRANS, NO_TRANS, nk, d, nq, scale, ds0, nk, q0, ldq, 0.0, dk0, lddk)
 
 
 def head_by_head(q, k, v, allowed):
