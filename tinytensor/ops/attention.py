@@ -94,8 +94,8 @@ class ScaledDotProductAttention(Function):
             fused = kernels_for("attention", q, k, v, any_layout=True)
         if fused and fused.head_by_head(q, k, v, allowed):
             # one pool task per head: both products and the softmax (kernels/cpu/attention.py)
-            out, p, self.heads = fused.heads_forward(q, k, v, scale, allowed)
-            self.p, self.shapes = p, (q.shape, k.shape, v.shape)
+            out, self.p, self.heads = fused.heads_forward(q, k, v, scale, allowed)
+            self.fused = fused
             return out
         # NOTE: the scores are one fresh array, updated in place from here on (the same
         # operations as out-of-place, so the same rounding, without a temporary per step).
@@ -111,13 +111,8 @@ class ScaledDotProductAttention(Function):
 
     def backward(self, g):
         if self.heads is not None:
-            from ..kernels.cpu import attention as heads_kernels
-
-            dq, dk, dv = heads_kernels.heads_backward(self.heads, self.p, g, self.scale)
-            q_shape, k_shape, v_shape = self.shapes
-            dk, dv = _sum_groups(dk.reshape(k_shape), self.groups), dv.reshape(v_shape)
-            dv = _sum_groups(dv, self.groups)
-            return dq.reshape(q_shape), dk, dv, None
+            dq, dk, dv = self.fused.heads_backward(self.heads, self.p, g, self.scale)
+            return dq, _sum_groups(dk, self.groups), _sum_groups(dv, self.groups), None
         p, keep = self.p, self.keep
         p_used = p * keep if keep is not None else p
         dv = _sum_groups(_swap(p_used) @ g, self.groups)

@@ -208,19 +208,18 @@ def heads_forward(q, k, v, scale, allowed):
         batch, heads, nq, nk = q.shape[0], q.shape[1], q.shape[2], k.shape[2]
         p = np.empty((batch * heads, nq, nk), q.dtype)
         out = _heads_last_but_one(batch, heads, nq, v.shape[3], q.dtype)
-        kernel = _heads_forward_mkl.parallel if parallel_for(p.size) else _heads_forward_mkl.serial
-        kernel(gemm, q, k, v, q.dtype.type(scale), mask, use_mask, p, out)
+        pick(_heads_forward_mkl, p.size)(gemm, q, k, v, q.dtype.type(scale), mask, use_mask, p, out)
         return out, p, ("strided", gemm, q, k, v)
     q3, k3, v3 = (_contiguous3(t) for t in (q, k, v))
     p = np.empty((q3.shape[0], q3.shape[1], k3.shape[1]), q.dtype)
     out = np.empty((q3.shape[0], q3.shape[1], v3.shape[2]), q.dtype)
     _heads_forward(q3, k3, v3, q.dtype.type(scale), mask, use_mask, p, out)
-    return out.reshape(q.shape[:-1] + v.shape[-1:]), p, ("contiguous", q3, k3, v3)
+    saved = ("contiguous", q3, k3, v3, (q.shape, k.shape, v.shape))
+    return out.reshape(q.shape[:-1] + v.shape[-1:]), p, saved
 
 
 def heads_backward(saved, p, g, scale):
-    """(dQ, dK, dV) of `heads_forward`: (B, H, N, d) views in the strided case, else
-    (heads, N, d) arrays; `saved` is what the forward returned."""
+    """(dQ, dK, dV) of `heads_forward`, shaped as q, k, v; `saved` is what the forward returned."""
     if saved[0] == "strided":
         _, gemm, q, k, v = saved
         if g.strides[-1] != g.itemsize:
@@ -229,17 +228,14 @@ def heads_backward(saved, p, g, scale):
         dk = _heads_last_but_one(*k.shape, k.dtype)
         dv = _heads_last_but_one(*v.shape, v.dtype)
         ds = np.empty_like(p)
-        kernel = (
-            _heads_backward_mkl.parallel if parallel_for(p.size) else _heads_backward_mkl.serial
-        )
-        kernel(gemm, q, k, v, p, g, q.dtype.type(scale), dq, dk, dv, ds)
+        pick(_heads_backward_mkl, p.size)(gemm, q, k, v, p, g, q.dtype.type(scale), dq, dk, dv, ds)
         return dq, dk, dv
-    _, q3, k3, v3 = saved
+    _, q3, k3, v3, shapes = saved
     g3 = _contiguous3(g)
     dq, dk, dv = np.empty_like(q3), np.empty_like(k3), np.empty_like(v3)
     ds = np.empty_like(p)
     _heads_backward(q3, k3, v3, p, g3, q3.dtype.type(scale), dq, dk, dv, ds)
-    return dq, dk, dv
+    return tuple(d.reshape(shape) for d, shape in zip((dq, dk, dv), shapes))
 
 
 def _strided_gemm(q, k, v):

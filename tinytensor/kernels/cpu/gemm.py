@@ -7,7 +7,8 @@ step (config A, 2 cores) took 310 ms with both pools spinning, 100-128 ms with t
 asleep between kernels (a 50-140 µs wake-up per kernel, and the kernels barely faster than on
 one thread), and 93-117 ms with one pool for both. So while the fused kernels are on, OpenBLAS
 runs one thread (threads.py) and the products worth threads are split here into blocks, each a
-single-threaded BLAS call (numba's np.dot calls SciPy's BLAS), run by the same pool.
+single-threaded BLAS call run by the same pool: MKL's where the `mkl` extra is installed
+(mkl_blas.py; then on one thread too), else OpenBLAS through numba's np.dot (SciPy's BLAS).
 
 - a @ b: the rows of a in one block per thread, each at least MIN_BLOCK_ROWS rows, starting at
   a multiple of ROW_ALIGN. OpenBLAS computes rows in groups (4, 8, 16 or 24 rows, by CPU and
@@ -36,17 +37,36 @@ TRANSPOSED_CHUNKS = 4  # partial products of aᵀ @ b: fixed, so results are rep
 MIN_CHUNK_ROWS = 64
 
 
+@numba.njit(**JIT_OPTIONS, inline="always")
+def _row_block(blk, blocks, rows, align):
+    """Rows [r0, r1) of block `blk` of `blocks`: starts at multiples of `align`, the last ends at
+    `rows`."""
+    r0 = blk * rows // blocks // align * align
+    r1 = (blk + 1) * rows // blocks // align * align if blk + 1 < blocks else rows
+    return r0, r1
+
+
+@numba.njit(**JIT_OPTIONS, inline="always")
+def _add_row_to_rows(out, row, r0, r1):
+    for i in range(r0, r1):
+        for j in range(out.shape[1]):
+            out[i, j] += row[j]
+
+
+@numba.njit(**JIT_OPTIONS, inline="always")
+def _add_column_sums(a, r0, r1, sums):
+    for i in range(r0, r1):
+        for j in range(a.shape[1]):
+            sums[j] += a[i, j]
+
+
 @numba.njit(**JIT_OPTIONS, parallel=True)
 def _rows_product(a, b, bias, out, blocks, align):
-    rows = a.shape[0]
     for blk in prange(blocks):
-        r0 = blk * rows // blocks // align * align
-        r1 = (blk + 1) * rows // blocks // align * align if blk + 1 < blocks else rows
+        r0, r1 = _row_block(blk, blocks, a.shape[0], align)
         np.dot(a[r0:r1], b, out[r0:r1])
         if bias is not None:
-            for i in range(r0, r1):
-                for j in range(out.shape[1]):
-                    out[i, j] += bias[j]
+            _add_row_to_rows(out, bias, r0, r1)
 
 
 @twin_jit
@@ -56,16 +76,13 @@ def _rows_product_mkl(gemm, a, b, b_transposed, bias, out, blocks, align):
     cols = out.shape[1]
     size = a.itemsize
     for blk in prange(blocks):
-        r0 = blk * rows // blocks // align * align
-        r1 = (blk + 1) * rows // blocks // align * align if blk + 1 < blocks else rows
+        r0, r1 = _row_block(blk, blocks, rows, align)
         trans_b = TRANS if b_transposed else NO_TRANS
         gemm(ROW_MAJOR, NO_TRANS, trans_b, r1 - r0, cols, inner, 1.0,
              a.ctypes.data + r0 * inner * size, inner, b.ctypes.data, b.shape[1],
              0.0, out.ctypes.data + r0 * cols * size, cols)  # fmt: skip
         if bias is not None:
-            for i in range(r0, r1):
-                for j in range(cols):
-                    out[i, j] += bias[j]
+            _add_row_to_rows(out, bias, r0, r1)
 
 
 @twin_jit
@@ -75,13 +92,11 @@ def _transposed_product_mkl(gemm, a, b, parts, column_sums):
     size = a.itemsize
     chunks = parts.shape[0]
     for c in prange(chunks):
-        r0, r1 = c * rows // chunks, (c + 1) * rows // chunks
+        r0, r1 = _row_block(c, chunks, rows, 1)
         gemm(ROW_MAJOR, TRANS, NO_TRANS, p, q, r1 - r0, 1.0, a.ctypes.data + r0 * p * size, p,
              b.ctypes.data + r0 * q * size, q, 0.0, parts[c].ctypes.data, q)  # fmt: skip
         if column_sums is not None:
-            for i in range(r0, r1):
-                for j in range(p):
-                    column_sums[c, j] += a[i, j]
+            _add_column_sums(a, r0, r1, column_sums[c])
 
 
 @numba.njit(**JIT_OPTIONS, parallel=True)
@@ -89,12 +104,10 @@ def _transposed_product(a, b, parts, column_sums):
     rows = a.shape[0]
     chunks = parts.shape[0]
     for c in prange(chunks):
-        r0, r1 = c * rows // chunks, (c + 1) * rows // chunks
+        r0, r1 = _row_block(c, chunks, rows, 1)
         np.dot(a[r0:r1].T, b[r0:r1], parts[c])
         if column_sums is not None:
-            for i in range(r0, r1):
-                for j in range(a.shape[1]):
-                    column_sums[c, j] += a[i, j]
+            _add_column_sums(a, r0, r1, column_sums[c])
 
 
 def fits(b, dtype) -> bool:
@@ -130,12 +143,11 @@ def product(a, b, bias=None):
     """a @ b (+ bias on every row): a (m, k) C-contiguous, b (k, n) C- or F-contiguous."""
     out = np.empty((a.shape[0], b.shape[1]), a.dtype)
     gemm = gemm_functions().get(a.dtype)
-    if gemm is None:  # OpenBLAS through np.dot: only called when worth_threads
-        blocks = max(1, min(get_num_threads(), a.shape[0] // MIN_BLOCK_ROWS))
+    split = gemm is None or worth_threads(a.shape[0], a.shape[1], b.shape[1])  # see `takes`
+    blocks = max(1, min(get_num_threads(), a.shape[0] // MIN_BLOCK_ROWS)) if split else 1
+    if gemm is None:  # OpenBLAS through np.dot
         _rows_product(a, b, bias, out, blocks, ROW_ALIGN)
         return out
-    split = worth_threads(a.shape[0], a.shape[1], b.shape[1])
-    blocks = max(1, min(get_num_threads(), a.shape[0] // MIN_BLOCK_ROWS)) if split else 1
     kernel = _rows_product_mkl.parallel if split else _rows_product_mkl.serial
     if b.flags["C_CONTIGUOUS"]:
         kernel(gemm, a, b, False, bias, out, blocks, ROW_ALIGN)
