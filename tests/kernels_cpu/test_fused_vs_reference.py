@@ -275,3 +275,16 @@ def test_fused_cross_entropy_and_attention_pass_gradcheck():
         assert tt.gradcheck(lambda z: F.cross_entropy(z, t, label_smoothing=0.2), [z])
         sdpa = F.scaled_dot_product_attention
         assert tt.gradcheck(lambda q, k, v: sdpa(q, k, v, is_causal=True), [q, k, v])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("approximate", ["tanh", "none"])
+def test_gelu_special_values_match_the_reference(dtype, approximate):
+    """inf, -inf, NaN, ±0 and the far tails (where exp(-2u) overflows in the tanh form) give what
+    the NumPy reference gives: 0 as the limit, NaN for -inf (-inf·0) and NaN."""
+    x = np.array([np.inf, -np.inf, np.nan, 0.0, -0.0, -20.0, -50.0, 20.0, 50.0, -1e30], dtype)
+    out = {}
+    for mode in ("numpy", "numba"):
+        with tt.cpu_kernels(mode):
+            out[mode] = F.gelu(tt.tensor(x), approximate=approximate).numpy()
+    np.testing.assert_allclose(out["numba"], out["numpy"], rtol=1e-6, atol=1e-30, equal_nan=True)

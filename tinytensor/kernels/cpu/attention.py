@@ -13,6 +13,7 @@ import numba
 import numpy as np
 from numba import prange
 
+from . import buffers
 from .dispatch import JIT_OPTIONS, parallel_for, pick, twin_jit
 from .mkl_blas import NO_TRANS, ROW_MAJOR, TRANS, gemm_functions
 from .scalar_math import fast_exp
@@ -206,13 +207,13 @@ def heads_forward(q, k, v, scale, allowed):
     gemm = _strided_gemm(q, k, v)
     if gemm is not None:
         batch, heads, nq, nk = q.shape[0], q.shape[1], q.shape[2], k.shape[2]
-        p = np.empty((batch * heads, nq, nk), q.dtype)
+        p = buffers.empty((batch * heads, nq, nk), q.dtype)
         out = _heads_last_but_one(batch, heads, nq, v.shape[3], q.dtype)
         pick(_heads_forward_mkl, p.size)(gemm, q, k, v, q.dtype.type(scale), mask, use_mask, p, out)
         return out, p, ("strided", gemm, q, k, v)
     q3, k3, v3 = (_contiguous3(t) for t in (q, k, v))
-    p = np.empty((q3.shape[0], q3.shape[1], k3.shape[1]), q.dtype)
-    out = np.empty((q3.shape[0], q3.shape[1], v3.shape[2]), q.dtype)
+    p = buffers.empty((q3.shape[0], q3.shape[1], k3.shape[1]), q.dtype)
+    out = buffers.empty((q3.shape[0], q3.shape[1], v3.shape[2]), q.dtype)
     _heads_forward(q3, k3, v3, q.dtype.type(scale), mask, use_mask, p, out)
     saved = ("contiguous", q3, k3, v3, (q.shape, k.shape, v.shape))
     return out.reshape(q.shape[:-1] + v.shape[-1:]), p, saved
@@ -227,13 +228,13 @@ def heads_backward(saved, p, g, scale):
         dq = _heads_last_but_one(*q.shape, q.dtype)
         dk = _heads_last_but_one(*k.shape, k.dtype)
         dv = _heads_last_but_one(*v.shape, v.dtype)
-        ds = np.empty_like(p)
+        ds = buffers.empty_like(p)
         pick(_heads_backward_mkl, p.size)(gemm, q, k, v, p, g, q.dtype.type(scale), dq, dk, dv, ds)
         return dq, dk, dv
     _, q3, k3, v3, shapes = saved
     g3 = _contiguous3(g)
-    dq, dk, dv = np.empty_like(q3), np.empty_like(k3), np.empty_like(v3)
-    ds = np.empty_like(p)
+    dq, dk, dv = (buffers.empty_like(t) for t in (q3, k3, v3))
+    ds = buffers.empty_like(p)
     _heads_backward(q3, k3, v3, p, g3, q3.dtype.type(scale), dq, dk, dv, ds)
     return tuple(d.reshape(shape) for d, shape in zip((dq, dk, dv), shapes))
 
@@ -250,7 +251,7 @@ def _strided_gemm(q, k, v):
 
 def _heads_last_but_one(batch, heads, n, d, dtype):
     """A (B, H, N, d) view of a fresh (B, N, H, d) array."""
-    return np.empty((batch, n, heads, d), dtype).transpose(0, 2, 1, 3)
+    return buffers.empty((batch, n, heads, d), dtype).transpose(0, 2, 1, 3)
 
 
 def _contiguous3(t):

@@ -26,6 +26,7 @@ import numba
 import numpy as np
 from numba import prange
 
+from . import buffers
 from .dispatch import JIT_OPTIONS, MIN_PRODUCT_MULTIPLY_ADDS, parallel_for, twin_jit
 from .mkl_blas import NO_TRANS, ROW_MAJOR, TRANS, gemm_functions
 from .threads import get_num_threads
@@ -141,7 +142,7 @@ def takes(rows: int, inner: int, cols: int, dtype) -> bool:
 
 def product(a, b, bias=None):
     """a @ b (+ bias on every row): a (m, k) C-contiguous, b (k, n) C- or F-contiguous."""
-    out = np.empty((a.shape[0], b.shape[1]), a.dtype)
+    out = buffers.empty((a.shape[0], b.shape[1]), a.dtype)
     gemm = gemm_functions().get(a.dtype)
     split = gemm is None or worth_threads(a.shape[0], a.shape[1], b.shape[1])  # see `takes`
     blocks = max(1, min(get_num_threads(), a.shape[0] // MIN_BLOCK_ROWS)) if split else 1
@@ -159,7 +160,7 @@ def product(a, b, bias=None):
 def transposed_product(a, b, want_column_sums=False):
     """(aᵀ @ b, Σ_rows a or None): a (m, p) and b (m, q), both C-contiguous."""
     chunks = max(1, min(TRANSPOSED_CHUNKS, a.shape[0] // MIN_CHUNK_ROWS))
-    parts = np.empty((chunks, a.shape[1], b.shape[1]), a.dtype)
+    parts = buffers.empty((chunks, a.shape[1], b.shape[1]), a.dtype)
     sums = np.zeros((chunks, a.shape[1])) if want_column_sums else None  # float64 partials
     gemm = gemm_functions().get(a.dtype)
     if gemm is None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 from numba import prange
 
+from . import buffers
 from .dispatch import pick, twin_jit
 
 REDUCE_CHUNKS = 64  # partial sums for the weight gradients: fixed, so results are reproducible
@@ -106,7 +107,7 @@ def layer_norm_forward(x, weight, bias, eps):
     """y = (x - μ)·r·w + b per row of x (..., n); returns y, μ (rows,), r (rows,)."""
     x2 = x.reshape(-1, x.shape[-1])
     rows = x2.shape[0]
-    y = np.empty_like(x2)
+    y = buffers.empty_like(x2)
     mean, rstd = np.empty(rows, x.dtype), np.empty(rows, x.dtype)
     pick(_layer_norm_forward, x2.size)(x2, weight, bias, eps, y, mean, rstd)
     return y.reshape(x.shape), mean, rstd
@@ -118,7 +119,7 @@ def layer_norm_backward(x, weight, g, mean, rstd, want_gx):
     x2, g2 = x.reshape(-1, n), g.reshape(-1, n)
     chunks = _chunks(x2.shape[0])
     gw_parts, gb_parts = np.zeros((chunks, n)), np.zeros((chunks, n))
-    gx = np.empty_like(x2) if want_gx else x2[:0]
+    gx = buffers.empty_like(x2) if want_gx else x2[:0]
     pick(_layer_norm_backward, x2.size)(x2, weight, g2, mean, rstd, gx, gw_parts, gb_parts, want_gx)
     gw, gb = gw_parts.sum(axis=0).astype(x.dtype), gb_parts.sum(axis=0).astype(x.dtype)
     return (gx.reshape(x.shape) if want_gx else None), gw, gb
@@ -127,7 +128,7 @@ def layer_norm_backward(x, weight, g, mean, rstd, want_gx):
 def rms_norm_forward(x, weight, eps):
     """y = x·r·w per row, r = 1/√(mean(x²) + eps); returns y, r (rows,)."""
     x2 = x.reshape(-1, x.shape[-1])
-    y, rstd = np.empty_like(x2), np.empty(x2.shape[0], x.dtype)
+    y, rstd = buffers.empty_like(x2), np.empty(x2.shape[0], x.dtype)
     pick(_rms_norm_forward, x2.size)(x2, weight, eps, y, rstd)
     return y.reshape(x.shape), rstd
 
@@ -137,6 +138,6 @@ def rms_norm_backward(x, weight, g, rstd, want_gx):
     n = x.shape[-1]
     x2, g2 = x.reshape(-1, n), g.reshape(-1, n)
     gw_parts = np.zeros((_chunks(x2.shape[0]), n))
-    gx = np.empty_like(x2) if want_gx else x2[:0]
+    gx = buffers.empty_like(x2) if want_gx else x2[:0]
     pick(_rms_norm_backward, x2.size)(x2, weight, g2, rstd, gx, gw_parts, want_gx)
     return (gx.reshape(x.shape) if want_gx else None), gw_parts.sum(axis=0).astype(x.dtype)

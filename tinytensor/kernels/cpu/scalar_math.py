@@ -1,17 +1,15 @@
-"""exp and tanh for the kernels' inner loops, as arithmetic the compiler can vectorize.
+"""exp for the kernels' inner loops, as arithmetic the compiler can vectorize.
 
-numba calls libm's scalar expf/tanhf per element, 3x (exp) to 50x (tanh) slower than NumPy's SIMD
-loops. For float32 these versions are plain arithmetic, which LLVM vectorizes without fastmath:
-- exp: Cephes' expf. x = n·ln2 + r with |r| <= ln2/2 (ln2 split in two parts so r is exact),
-  exp(r) by a degree-6 polynomial, times 2^n built from exponent bits (no table, so the loop
-  vectorizes without gathers). Max error 1.3 ulp; exp(-inf) = 0, and results below float32's
-  smallest normal (x < -87.33654) are 0 rather than subnormal (softmax's tail: harmless).
-  (~1.5x NumPy's SIMD exp per element on one core; numba's own exp is ~8x.)
-- tanh: Eigen's rational approximation (odd degree-13 over even degree-6 polynomial), clamped at
-  |x| = 7.9053 where float32 tanh is ±1. Max error ~3 ulp.
+numba calls libm's scalar expf per element, 3x slower than NumPy's SIMD loop. For float32 this
+version is plain arithmetic, which LLVM vectorizes without fastmath: Cephes' expf. x = n·ln2 + r
+with |r| <= ln2/2 (ln2 split in two parts so r is exact), exp(r) by a degree-6 polynomial, times
+2^n built from exponent bits (no table, so the loop vectorizes without gathers). Max error 1.3 ulp;
+exp(-inf) = 0, and results below float32's smallest normal (x < -87.33654) are 0 rather than
+subnormal (softmax's tail: harmless). (~1.5x NumPy's SIMD exp per element on one core; numba's own
+exp is ~8x.) GELU's tanh is 2/(1 + exp(-2u)) - 1 on top of it (gelu.py).
 NOTE: numba's cache does not see edits to this file from the kernels that inline it: after
 changing it, delete tinytensor/kernels/cpu/__pycache__/*.nbi and *.nbc.
-float64 keeps libm's exp and tanh (accuracy first: float64 is for checks, not speed).
+float64 keeps libm's exp (accuracy first: float64 is for checks, not speed).
 """
 
 from __future__ import annotations
@@ -20,7 +18,7 @@ import math
 
 import numpy as np
 from llvmlite import ir
-from numba import njit, types
+from numba import types
 from numba.extending import intrinsic, overload
 
 _F = np.float32
@@ -55,11 +53,6 @@ def _bits_of_float32(typingctx, value):
 def fast_exp(x):
     """exp(x); compiled by the overload below."""
     return math.exp(x)
-
-
-def fast_tanh(x):
-    """tanh(x); compiled by the overload below."""
-    return math.tanh(x)
 
 
 @overload(fast_exp, inline="always")
@@ -97,46 +90,3 @@ def _fast_exp_impl(x):
         return y if x == x else x  # NaN stays NaN
 
     return expf
-
-
-# float32 constants as module globals: numba freezes them into the code (no conversions per call)
-_TANH_CLAMP = _F(7.90531110763549805)
-_TANH_P = tuple(
-    _F(c)
-    for c in (
-        -2.76076847742355e-16, 2.00018790482477e-13, -8.60467152213735e-11, 5.12229709037114e-08,
-        1.48572235717979e-05, 6.37261928875436e-04, 4.89352455891786e-03,
-    )
-)  # fmt: skip
-_TANH_Q = tuple(
-    _F(c) for c in (1.19825839466702e-06, 1.18534705686654e-04, 2.26843463243900e-03,
-                    4.89352518554385e-03)
-)  # fmt: skip
-_P0, _P1, _P2, _P3, _P4, _P5, _P6 = _TANH_P
-_Q0, _Q1, _Q2, _Q3 = _TANH_Q
-
-
-@njit(inline="always")
-def _tanhf(x):
-    # NOTE: NaN gives ±1 here (the clamps are selects, which keep the loop vectorizable); GELU,
-    # the only caller, multiplies by x, so a NaN input still gives NaN
-    xc = x if x < _TANH_CLAMP else _TANH_CLAMP
-    xc = xc if xc > -_TANH_CLAMP else -_TANH_CLAMP
-    x2 = xc * xc
-    p = x2 * _P0 + _P1
-    p = x2 * p + _P2
-    p = x2 * p + _P3
-    p = x2 * p + _P4
-    p = x2 * p + _P5
-    p = x2 * p + _P6
-    q = x2 * _Q0 + _Q1
-    q = x2 * q + _Q2
-    q = x2 * q + _Q3
-    return (xc * p) / q
-
-
-@overload(fast_tanh, inline="always")
-def _fast_tanh_impl(x):
-    if x != types.float32:
-        return lambda x: math.tanh(x)
-    return lambda x: _tanhf(x)

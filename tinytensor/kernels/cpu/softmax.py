@@ -13,6 +13,7 @@ import math
 import numpy as np
 from numba import prange
 
+from . import buffers
 from .dispatch import pick, twin_jit
 from .scalar_math import fast_exp
 
@@ -123,27 +124,27 @@ def _rows(x):
 
 def softmax_forward(x):
     """softmax over the last dim."""
-    p = np.empty_like(x)
+    p = buffers.empty_like(x)
     pick(_softmax_forward, x.size)(_rows(x), _rows(p))
     return p
 
 
 def softmax_backward(p, g):
     """p·(g - Σ g·p) over the last dim."""
-    gx = np.empty_like(p)
+    gx = buffers.empty_like(p)
     pick(_softmax_backward, p.size)(_rows(p), _rows(g), _rows(gx))
     return gx
 
 
 def log_softmax_forward(x):
-    z = np.empty_like(x)
+    z = buffers.empty_like(x)
     pick(_log_softmax_forward, x.size)(_rows(x), _rows(z))
     return z
 
 
 def log_softmax_backward(z, g):
     """g - exp(z)·Σ g over the last dim."""
-    gx = np.empty_like(z)
+    gx = buffers.empty_like(z)
     pick(_log_softmax_backward, z.size)(_rows(z), _rows(g), _rows(gx))
     return gx
 
@@ -159,6 +160,6 @@ def cross_entropy_forward(z, target, keep, eps):
 
 def cross_entropy_backward(z, target, keep, lse, eps, scale):
     """(softmax(z) - q)·scale per row, 0 on rows not kept; scale: (rows,) float64."""
-    gz = np.empty_like(z)
+    gz = buffers.empty_like(z)
     pick(_cross_entropy_backward, z.size)(z, target, keep, lse, float(eps), scale, gz)
     return gz
