@@ -184,13 +184,17 @@ def test_attention_scale_mask_softmax(dtype, shape, mask):
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize(
-    "case", ["strided heads", "cross", "gqa", "causal cross"], ids=lambda c: c.replace(" ", "-")
+    "case",
+    ["strided heads", "cross", "gqa", "causal cross", "bool mask"],
+    ids=lambda c: c.replace(" ", "-"),
 )
 @pytest.mark.parametrize("blas", ["openblas", "mkl"])
 def test_attention_head_by_head_on_the_pool(dtype, case, blas, monkeypatch):
     """At 2 threads the whole block runs one head per pool task (products included): strided
-    (B, T, H, d) views, Nq != Nk, grouped K/V heads and a bottom-right causal mask. MKL reads
-    the strided heads in place (at 1 thread too); with OpenBLAS they are copied first."""
+    (B, T, H, d) views, Nq != Nk, grouped K/V heads, a bottom-right causal mask, and a boolean
+    mask with holes whose first 40 query rows see no key (a whole query block of the forward's
+    products is skipped: zero rows). MKL reads the strided heads in place (at 1 thread too);
+    with OpenBLAS they are copied first."""
     from tinytensor.kernels.cpu import attention, mkl_blas
 
     if blas == "openblas":
@@ -210,11 +214,17 @@ def test_attention_head_by_head_on_the_pool(dtype, case, blas, monkeypatch):
         randn(rng, (3, nk, hk, 16), dtype),
         randn(rng, (3, nk, hk, 24), dtype),
     )
+    mask = None
+    if case == "bool mask":
+        allowed = rng.random((nq, nk)) > 0.5
+        allowed[:40] = False
+        allowed[50, 60:] = False  # a row whose span ends early
+        mask = tt.tensor(allowed)
 
     def build(q, k, v):
         q, k, v = (t.transpose(1, 2) for t in (q, k, v))  # (B, H, T, d) views, as models make
         out = F.scaled_dot_product_attention(
-            q, k, v, is_causal="causal" in case, enable_gqa=case == "gqa"
+            q, k, v, attn_mask=mask, is_causal="causal" in case, enable_gqa=case == "gqa"
         )
         return out.transpose(1, 2).reshape(out.shape[0], out.shape[2], -1)  # as models do
 

@@ -1,4 +1,4 @@
-"""The kernels' float32 exp (kernels/cpu/scalar_math.py) against float64 NumPy, over a
+"""The kernels' float32 exp and row max (kernels/cpu/scalar_math.py) against float64 NumPy, over a
 dense grid of their whole range and at the special values."""
 
 import numpy as np
@@ -6,7 +6,7 @@ import pytest
 
 numba = pytest.importorskip("numba", reason="numba is not installed: no fused kernels to test")
 
-from tinytensor.kernels.cpu.scalar_math import fast_exp  # noqa: E402
+from tinytensor.kernels.cpu.scalar_math import fast_exp, max_of  # noqa: E402
 
 # the same fastmath licences as the kernels (dispatch.JIT_OPTIONS), so the same code is tested
 _JIT = dict(fastmath={"reassoc", "nsz"}, error_model="numpy")
@@ -52,3 +52,38 @@ def test_exp_float64_is_libm():
     out = np.empty_like(x)
     _exp_all(x, out)
     np.testing.assert_allclose(out, np.exp(x), rtol=1e-15)
+
+
+@numba.njit(**_JIT)
+def _row_maxima(x, ends):
+    out = np.empty(x.shape[0], x.dtype)
+    for i in range(x.shape[0]):
+        out[i] = max_of(x[i], ends[i])
+    return out
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_max_of_is_numpys_max_over_the_span(dtype):
+    """The float32 version orders the floats by their bits as int32 (so that it vectorizes):
+    negatives, -0.0 against 0.0, ±inf, subnormals and spans of any length give NumPy's max."""
+    rng = np.random.default_rng(3)
+    x = (rng.standard_normal((9, 37)) * 10.0 ** rng.integers(-40, 30, (9, 37))).astype(dtype)
+    x[0] = -np.abs(x[0])  # all negative
+    x[1, 5] = np.inf
+    x[2] = -np.inf  # all -inf
+    x[3, :4] = [-0.0, 0.0, -0.0, -1.0]
+    x[4] = np.float32(1e-45)  # subnormals
+    x[4, 7] = np.float32(2e-45)
+    x[5, :] = -np.inf
+    x[5, 20] = -3.0
+    ends = np.array([37, 37, 37, 4, 37, 37, 1, 17, 37])
+    got = _row_maxima(x, ends)
+    want = np.array([x[i, :e].max() for i, e in enumerate(ends)], dtype)
+    np.testing.assert_array_equal(got, want)
+    assert _row_maxima(x[:1], np.array([0]))[0] == -np.inf  # an empty span
+
+
+def test_max_of_float32_with_nan_gives_nan_or_skips_it():
+    x = np.array([[1.0, np.nan, 3.0]], np.float32)
+    m = _row_maxima(x, np.array([3]))[0]
+    assert np.isnan(m) or m == 3.0

@@ -90,3 +90,43 @@ def _fast_exp_impl(x):
         return y if x == x else x  # NaN stays NaN
 
     return expf
+
+
+def max_of(s, end):
+    """max(s[:end]) of a 1-D array, -inf for end = 0; compiled by the overload below."""
+    m = -math.inf
+    for j in range(end):
+        m = max(m, s[j])
+    return m
+
+
+_MAGNITUDE = np.int32(0x7FFFFFFF)
+
+
+@overload(max_of, inline="always")
+def _max_of_impl(s, end):
+    if s.dtype != types.float32:
+
+        def plain(s, end):
+            m = s.dtype.type(-np.inf)
+            for j in range(end):
+                m = s[j] if s[j] > m else m
+            return m
+
+        return plain
+
+    def by_bits(s, end):
+        # NOTE: LLVM vectorizes no float max reduction without the 'nnan' licence (1 ns per
+        # element); an int32 max vectorizes (0.3 ns). Flipping the magnitude bits of negative
+        # floats makes their bits ordered as int32 the way the floats are ordered. A NaN comes
+        # out as the max or is passed over (by its sign bit); either way the softmax that uses
+        # it is NaN, as NumPy's.
+        m = np.int32(-2147483648)  # the bits of -NaN, below -inf once flipped
+        for j in range(end):
+            b = _bits_of_float32(s[j])
+            k = b ^ ((b >> 31) & _MAGNITUDE)
+            m = k if k > m else m
+        m = m ^ ((m >> 31) & _MAGNITUDE)
+        return _float32_from_bits(m) if end > 0 else _F(-np.inf)
+
+    return by_bits

@@ -15,16 +15,14 @@ from numba import prange
 
 from . import buffers
 from .dispatch import pick, twin_jit
-from .scalar_math import fast_exp
+from .scalar_math import fast_exp, max_of
 
 
 @twin_jit
 def _softmax_forward(x, p):
     rows, c = x.shape
     for i in prange(rows):
-        m_t = x.dtype.type(-np.inf)
-        for j in range(c):
-            m_t = x[i, j] if x[i, j] > m_t else m_t
+        m_t = max_of(x[i], c)
         for j in range(c):  # NOTE: exp and sum in separate loops: each vectorizes on its own
             p[i, j] = fast_exp(x[i, j] - m_t)
         s = 0.0
@@ -51,9 +49,7 @@ def _softmax_backward(p, g, gx):
 def _log_softmax_forward(x, z):
     rows, c = x.shape
     for i in prange(rows):
-        m_t = x.dtype.type(-np.inf)
-        for j in range(c):
-            m_t = x[i, j] if x[i, j] > m_t else m_t
+        m_t = max_of(x[i], c)
         for j in range(c):
             z[i, j] = fast_exp(x[i, j] - m_t)
         s = 0.0
@@ -80,9 +76,7 @@ def _log_softmax_backward(z, g, gx):
 def _cross_entropy_forward(z, target, keep, eps, losses, lse):
     rows, c = z.shape
     for i in prange(rows):
-        m_t = z.dtype.type(-np.inf)
-        for j in range(c):
-            m_t = z[i, j] if z[i, j] > m_t else m_t
+        m_t = max_of(z[i], c)
         e = np.empty(c, z.dtype)  # per row: threads must not share it
         for j in range(c):
             e[j] = fast_exp(z[i, j] - m_t)
