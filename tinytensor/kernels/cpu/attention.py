@@ -171,34 +171,16 @@ def _heads_forward_mkl(gemm, q, k, v, scale, allowed, use_mask, ends, p, out):
             span = 0
             for i in range(r0, r0 + rows):
                 span = max(span, ends[i])
-            pr = p0 + r0 * nk * size
-            if span > 0:
-                qr = q0 + r0 * ldq * size
-                gemm(ROW_MAJOR, NO_TRANS, TRANS, rows, span, d, 1.0, qr, ldq, k0, ldk, 0.0, pr, nk)
+            if span == 0:  # no allowed key in the block: zero rows, as the reference gives
+                for i in range(r0, r0 + rows):
+                    p[bh, i, :] = 0.0
+                    out[b, h, i, :] = 0.0
+                continue
+            pb, qb, ob = p0 + r0 * nk * size, q0 + r0 * ldq * size, o0 + r0 * ldo * size
+            gemm(ROW_MAJOR, NO_TRANS, TRANS, rows, span, d, 1.0, qb, ldq, k0, ldk, 0.0, pb, nk)
             for i in range(r0, r0 + rows):
                 _softmax_row(p[bh, i], scale, allowed[i if use_mask else 0], use_mask, ends[i])
-            if span > 0:
-                orow = o0 + r0 * ldo * size
-                gemm(
-                    ROW_MAJOR,
-                    NO_TRANS,
-                    NO_TRANS,
-                    rows,
-                    dv,
-                    span,
-                    1.0,
-                    pr,
-                    nk,
-                    v0,
-                    ldv,
-                    0.0,
-                    orow,
-                    ldo,
-                )
-            else:  # no allowed key in the block: zero output rows, as the reference gives
-                for i in range(r0, r0 + rows):
-                    for j in range(dv):
-                        out[b, h, i, j] = 0.0
+            gemm(ROW_MAJOR, NO_TRANS, NO_TRANS, rows, dv, span, 1.0, pb, nk, v0, ldv, 0.0, ob, ldo)
 
 
 @twin_jit
