@@ -129,6 +129,15 @@ def test_relu_and_abs_have_zero_gradient_at_zero():
     np.testing.assert_array_equal(x.grad.numpy(), [0.0, -1.0, 2.0])
 
 
+def test_relu_of_negatives_and_nan_is_what_pytorch_gives():
+    torch = pytest.importorskip("torch", reason="PyTorch is not installed: nothing to compare")
+    values = [-3.0, 0.0, 2.0, float("nan"), float("inf"), float("-inf")]
+    ours = tt.relu(tt.tensor(values)).numpy()
+    theirs = torch.relu(torch.tensor(values)).numpy()
+    np.testing.assert_array_equal(ours, theirs)
+    np.testing.assert_array_equal(np.signbit(ours), np.signbit(theirs))  # -3 gives +0.0
+
+
 def test_clamp_gradient_passes_at_the_bounds():
     # PyTorch's convention: the bound itself counts as inside (gradient 1).
     x = tt.tensor([-2.0, -1.0, 0.0, 1.0, 2.0], dtype=tt.float64, requires_grad=True)
