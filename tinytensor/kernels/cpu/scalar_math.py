@@ -1,4 +1,4 @@
-"""exp for the kernels' inner loops, as arithmetic the compiler can vectorize.
+"""exp and the row max for the kernels' inner loops, as code the compiler can vectorize.
 
 numba calls libm's scalar expf per element, 3x slower than NumPy's SIMD loop. For float32 this
 version is plain arithmetic, which LLVM vectorizes without fastmath: Cephes' expf. x = n·ln2 + r
@@ -6,7 +6,8 @@ with |r| <= ln2/2 (ln2 split in two parts so r is exact), exp(r) by a degree-6 p
 2^n built from exponent bits (no table, so the loop vectorizes without gathers). Max error 1.3 ulp;
 exp(-inf) = 0, and results below float32's smallest normal (x < -87.33654) are 0 rather than
 subnormal (softmax's tail: harmless). (~1.5x NumPy's SIMD exp per element on one core; numba's own
-exp is ~8x.) GELU's tanh is 2/(1 + exp(-2u)) - 1 on top of it (gelu.py).
+exp is ~8x.) GELU's tanh is 2/(1 + exp(-2u)) - 1 on top of it (gelu.py). The row max: see
+`max_of`.
 NOTE: numba's cache does not see edits to this file from the kernels that inline it: after
 changing it, delete tinytensor/kernels/cpu/__pycache__/*.nbi and *.nbc.
 float64 keeps libm's exp (accuracy first: float64 is for checks, not speed).
@@ -121,7 +122,7 @@ def _max_of_impl(s, end):
         # floats makes their bits ordered as int32 the way the floats are ordered. A NaN comes
         # out as the max or is passed over (by its sign bit); either way the softmax that uses
         # it is NaN, as NumPy's.
-        m = np.int32(-2147483648)  # the bits of -NaN, below -inf once flipped
+        m = np.int32(-2147483648)  # the key of -NaN's bits 0xFFFFFFFF: below every float's
         for j in range(end):
             b = _bits_of_float32(s[j])
             k = b ^ ((b >> 31) & _MAGNITUDE)
