@@ -64,9 +64,10 @@ def record_saved_versions(ctx, arrays, inputs, out, result) -> None:
     one: a missing counter means version 0), so only a saved output needs one now. Only
     recorded nodes pay for this, never no_grad code.
     """
-    # NOTE: runs for every recorded op: plain loops, no allocation unless something is found.
+    # NOTE: runs for every recorded op (1.75 µs of a 4 µs 16x16 multiply before it was inlined
+    # like this): plain loops, no calls, no allocation unless something is found.
     kind = out.__class__
-    found = None
+    found = None  # which inputs (-1: the output) the saved arrays belong to
     for value in ctx.__dict__.values():
         cls = value.__class__
         if cls is kind:
@@ -84,29 +85,29 @@ def record_saved_versions(ctx, arrays, inputs, out, result) -> None:
             which = 0
             for a in arrays:
                 if root is a or root is a.base:
-                    found = _note(found, which)
+                    if found is None:
+                        found = [which]
+                    elif which not in found:
+                        found.append(which)
                 which += 1
             if root is out or root is out.base:
-                found = _note(found, -1)
+                if found is None:
+                    found = [-1]
+                elif -1 not in found:
+                    found.append(-1)
     if found is None:
         return
     entries = []
     for which in found:
         if which == -1:
-            counter = version_counter(result)
+            counter = result._version_counter
+            if counter is None:
+                counter = result._version_counter = VersionCounter()
             entries.append((-1, counter.value, counter))
         else:
             counter = inputs[which]._version_counter
             entries.append((which, 0 if counter is None else counter.value, None))
     ctx.saved_versions = tuple(entries)
-
-
-def _note(found, which):
-    if found is None:
-        return [which]
-    if which not in found:
-        found.append(which)
-    return found
 
 
 def check_saved_versions(ctx) -> None:

@@ -50,11 +50,17 @@ def test_reshape_to_an_impossible_shape():
         x34.view(-1, 5)
     with raises(ValueError, "reshape", "(-1, -1)"):
         x34.reshape(-1, -1)
+    with raises(ValueError, "reshape", "(0, -1)"):  # -1 next to a 0: nothing to infer from
+        x34.reshape(0, -1)
+    with raises(ValueError, "reshape", "(12, 1, 2)"):
+        x34.view(12, 1, 2)
 
 
 def test_movement_shape_errors():
     with raises(ValueError, "cat", "(2, 3)", "(2, 4)"):
         tt.cat([tt.ones(2, 3), tt.ones(2, 4)])
+    with raises(ValueError, "cat", "(2, 3)", "(3,)"):  # a different number of dims
+        tt.cat([tt.ones(2, 3), tt.ones(3)])
     with raises(ValueError, "cat", "non-empty"):
         tt.cat([])
     with raises(ValueError, "stack", "(2, 3)", "(3, 2)"):

@@ -67,3 +67,17 @@ def test_triangles_of_infinite_masks_and_log_zero_match_torch(torch, recwarn):
         lower = lib.log(lib.tril(lib.ones(3, 3)))  # word_language_model's causal mask
         assert float(lower[0, 1]) == float("-inf") and float(lower[1, 0]) == 0.0
     assert not [w for w in recwarn if "divide by zero" in str(w.message)]
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+@pytest.mark.parametrize(
+    ("shape", "dim"), [((7, 333), 1), ((5, 1000), None), ((3, 4, 513), (0, 2))]
+)
+def test_mean_is_numpys_mean_bit_for_bit(dtype, shape, dim):
+    # the forward divides a sum by the count itself (NumPy's mean, minus its Python wrapper):
+    # the same pairwise sum and the same division, so the same bits, and float16 still
+    # accumulates in float32 as NumPy does
+    x = np.random.default_rng(0).standard_normal(shape).astype(dtype) * 100 + 3
+    got = tt.tensor(x).mean(dim).numpy()
+    want = x.mean(axis=dim)
+    assert got.dtype == want.dtype and np.array_equal(got, want)

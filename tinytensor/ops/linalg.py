@@ -8,6 +8,7 @@ from ..amp import cast_for_matmul
 from ..function import Function
 from ..kernels.cpu.dispatch import MIN_PRODUCT_MULTIPLY_ADDS, kernels_for
 from ._checks import check_tensor
+from ._util import binary_operands
 
 
 def _swap(a):
@@ -141,19 +142,20 @@ def _matmul_error(x, y):
 
 
 def matmul(x, y):
-    from ._util import binary_operands
-
     check_tensor(x, "matmul"), check_tensor(y, "matmul", "other")  # as torch: no Python numbers
-    x, y = cast_for_matmul(*binary_operands(x, y, "matmul"))
-    if x.ndim == 0 or y.ndim == 0:
-        raise ValueError(f"matmul: both arguments need at least 1 dim, got {x.shape} and {y.shape}")
-    if x.shape[-1] != y.shape[-2 if y.ndim > 1 else 0]:
+    if x._array.dtype != y._array.dtype:
+        x, y = binary_operands(x, y, "matmul")
+    x, y = cast_for_matmul(x, y)
+    a, b = x._array, y._array
+    if a.ndim == 0 or b.ndim == 0:
+        raise ValueError(f"matmul: both arguments need at least 1 dim, got {a.shape} and {b.shape}")
+    if a.shape[-1] != b.shape[-2 if b.ndim > 1 else 0]:
         raise _matmul_error(x, y)
     try:
         return MatMul.apply(x, y)
     except ValueError:  # batch dims that do not broadcast
         raise ValueError(
-            f"matmul: batch dims of shapes {tuple(x.shape)} and {tuple(y.shape)} do not broadcast"
+            f"matmul: batch dims of shapes {tuple(a.shape)} and {tuple(b.shape)} do not broadcast"
         ) from None
 
 

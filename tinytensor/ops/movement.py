@@ -43,9 +43,12 @@ class Permute(Function):
 
     may_alias = True
 
-    def forward(self, x, dims=()):
-        # the inverse permutation; plain Python is ~5x cheaper than np.argsort on a short tuple
-        self.inverse = tuple(sorted(range(len(dims)), key=dims.__getitem__))
+    def forward(self, x, dims=(), inverse=None):
+        # the inverse permutation, unless the caller knows it (a transpose is its own);
+        # plain Python is ~5x cheaper than np.argsort on a short tuple
+        if inverse is None:
+            inverse = tuple(sorted(range(len(dims)), key=dims.__getitem__))
+        self.inverse = inverse
         return x.transpose(dims)
 
     def backward(self, g):
@@ -148,7 +151,11 @@ class Cat(Function):
 
     def forward(self, *xs, axis=0):
         self.axis = axis
-        self.bounds = np.cumsum([x.shape[axis] for x in xs])[:-1]
+        ends, end = [], 0
+        for x in xs:  # where each input ends along the axis (a loop: cumsum costs µs here)
+            end += x.shape[axis]
+            ends.append(end)
+        self.bounds = ends[:-1]
         return get_array_module(xs[0]).concatenate(xs, axis=axis)
 
     def backward(self, g):
@@ -189,13 +196,15 @@ class Triangle(Function):
 
 def reshape(x, *shape):
     shape = sizes(shape, "reshape", allow_minus_one=True)
-    unknown = [i for i, s in enumerate(shape) if s == -1]
-    known = math.prod(s for s in shape if s != -1)
     size = x._array.size
-    ok = len(unknown) <= 1 and builtins.all(s >= -1 for s in shape)
-    if ok and unknown and known and size % known == 0:
-        shape = tuple(size // known if s == -1 else s for s in shape)
-    elif not ok or unknown or known != size:
+    # NOTE: tuple methods and math.prod, no Python loop: reshape is often a whole op's cost
+    if -1 in shape:  # one dim inferred from the others
+        known = -math.prod(shape)
+        if shape.count(-1) > 1 or known == 0 or size % known:
+            raise ValueError(f"reshape: cannot view a tensor of shape {x.shape} as shape {shape}")
+        i = shape.index(-1)
+        shape = shape[:i] + (size // known,) + shape[i + 1 :]
+    elif math.prod(shape) != size:
         raise ValueError(f"reshape: cannot view a tensor of shape {x.shape} as shape {shape}")
     return Reshape.apply(x, shape=shape)
 
@@ -211,10 +220,12 @@ def permute(x, *dims):
 
 
 def transpose(x, dim0, dim1):
-    d0, d1 = normalize_dim(dim0, x.ndim, "transpose"), normalize_dim(dim1, x.ndim, "transpose")
-    dims = list(range(x.ndim))
-    dims[d0], dims[d1] = dims[d1], dims[d0]
-    return Permute.apply(x, dims=tuple(dims))
+    ndim = x._array.ndim
+    d0, d1 = normalize_dim(dim0, ndim, "transpose"), normalize_dim(dim1, ndim, "transpose")
+    dims = list(range(ndim))
+    dims[d0], dims[d1] = d1, d0
+    dims = tuple(dims)
+    return Permute.apply(x, dims=dims, inverse=dims)  # a swap undoes itself
 
 
 def expand(x, *size):
@@ -362,8 +373,10 @@ def _gather_range_error(bad, dim, n, shape):
 
 
 def _check_same_device(tensors, op):
-    if builtins.any(t._array.__class__ is not tensors[0]._array.__class__ for t in tensors):
-        raise devices_mismatch_error(op, tensors)
+    kind = tensors[0]._array.__class__
+    for t in tensors:
+        if t._array.__class__ is not kind:
+            raise devices_mismatch_error(op, tensors)
 
 
 def _tensor_list(tensors, op):
@@ -387,17 +400,19 @@ def cat(tensors, dim=0):
     """Joins tensors along an existing dim; all other dims must match."""
     tensors = _tensor_list(tensors, "cat")
     _check_same_device(tensors, "cat")
-    axis = normalize_dim(dim, tensors[0].ndim, "cat")
-    ref = tensors[0].shape
-    for t in tensors:
-        if (
-            t.ndim != len(ref)
-            or t.shape[:axis] + t.shape[axis + 1 :] != ref[:axis] + ref[axis + 1 :]
-        ):
-            raise ValueError(
-                f"cat: shapes {[tuple(t.shape) for t in tensors]} differ outside dim {dim}"
-            )
-    return Cat.apply(*tensors, axis=axis)
+    axis = normalize_dim(dim, tensors[0]._array.ndim, "cat")
+    try:  # NOTE: NumPy checks the shapes; only a failure pays for our message
+        return Cat.apply(*tensors, axis=axis)
+    except ValueError:
+        ref = tensors[0].shape
+        for t in tensors:
+            if t.ndim != len(ref) or t.shape[:axis] + t.shape[axis + 1 :] != (
+                ref[:axis] + ref[axis + 1 :]
+            ):
+                raise ValueError(
+                    f"cat: shapes {[tuple(t.shape) for t in tensors]} differ outside dim {dim}"
+                ) from None
+        raise
 
 
 concat = concatenate = cat

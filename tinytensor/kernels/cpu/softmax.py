@@ -73,9 +73,12 @@ def _log_softmax_backward(z, g, gx):
 
 
 @twin_jit
-def _cross_entropy_forward(z, target, keep, eps, losses, lse):
+def _cross_entropy_forward(z, target, ignore_index, eps, losses, lse, keep):
     rows, c = z.shape
+    kept = 0
     for i in prange(rows):
+        keep[i] = target[i] != ignore_index
+        kept += keep[i]
         m_t = max_of(z[i], c)
         e = np.empty(c, z.dtype)  # per row: threads must not share it
         for j in range(c):
@@ -94,6 +97,7 @@ def _cross_entropy_forward(z, target, keep, eps, losses, lse):
             losses[i] = loss
         else:
             losses[i] = 0.0
+    return kept
 
 
 @twin_jit
@@ -113,7 +117,7 @@ def _cross_entropy_backward(z, target, keep, lse, eps, scale, gz):
 
 
 def _rows(x):
-    return x.reshape(-1, x.shape[-1])
+    return x if x.ndim == 2 else x.reshape(-1, x.shape[-1])
 
 
 def softmax_forward(x):
@@ -143,13 +147,15 @@ def log_softmax_backward(z, g):
     return gx
 
 
-def cross_entropy_forward(z, target, keep, eps):
-    """Per-row losses -(1-ε)·log p[target] - ε·mean(log p) (0 where not `keep`), and each row's
-    log-sum-exp, for logits z (rows, C) and int64 targets (rows,)."""
+def cross_entropy_forward(z, target, ignore_index, eps):
+    """Per-row losses -(1-ε)·log p[target] - ε·mean(log p) (0 where the target is
+    `ignore_index`), each row's log-sum-exp, which rows count (`keep`) and how many, for logits
+    z (rows, C) and int64 targets (rows,) in range or equal to `ignore_index`."""
     rows = z.shape[0]
-    losses, lse = np.empty(rows, z.dtype), np.empty(rows, np.float64)
-    pick(_cross_entropy_forward, z.size)(z, target, keep, float(eps), losses, lse)
-    return losses, lse
+    losses, lse, keep = np.empty(rows, z.dtype), np.empty(rows, np.float64), np.empty(rows, bool)
+    kernel = pick(_cross_entropy_forward, z.size)
+    kept = kernel(z, target, ignore_index, float(eps), losses, lse, keep)
+    return losses, lse, keep, kept
 
 
 def cross_entropy_backward(z, target, keep, lse, eps, scale):
