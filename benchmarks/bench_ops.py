@@ -3,6 +3,7 @@
     python benchmarks/bench_ops.py              # the full table (about a minute)
     python benchmarks/bench_ops.py --quick      # fewer repeats, for a smoke run
     python benchmarks/bench_ops.py --only add,matmul
+    python benchmarks/bench_ops.py --rounds 5          # more alternating rounds (default 3)
 
 At these sizes the arithmetic costs next to nothing, so the time per op is the framework's own
 overhead: building the graph node, wrapping outputs, walking the graph backwards and accumulating
@@ -10,6 +11,9 @@ leaf gradients. Each case runs forward, then backward with an explicit output gr
 extra `sum` node is timed), then clears the leaves' `.grad`, identically in both libraries.
 
 Fairness:
+- Each library runs in its own process (NumPy's and PyTorch's thread pools and allocators slow
+  each other in one process: single calls of 300 µs and more showed up there), in rounds that
+  alternate which library goes first; each case reports the best time over the rounds.
 - One thread each: PyTorch runs with `torch.set_num_threads(1)` and OpenBLAS (NumPy's matmul)
   with OPENBLAS_NUM_THREADS=1 unless set otherwise. NumPy's elementwise kernels are
   single-threaded anyway; at these sizes threads only add synchronization, and on a busy 2-core
@@ -23,18 +27,21 @@ Fairness:
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import platform
+import subprocess
+import sys
 import time
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # before NumPy loads OpenBLAS: see above
 
 import numpy as np  # noqa: E402
-import torch  # noqa: E402
 
 import tinytensor as tt  # noqa: E402
 
+torch = None  # imported only in the PyTorch worker process (see Fairness)
 ttF = tt.nn.functional
 
 N = 16  # side of the small square tensors
@@ -83,10 +90,11 @@ def _step(lib, forward, leaves):
     return forward_only, step
 
 
-def _unary(name, torch_fn, tt_fn, shape=(N, N)):
+def _unary(name, fn_of, shape=(N, N)):
+    """A one-input case; `fn_of(lib)` gives the function (the same code for both libraries)."""
+
     def build(lib):
-        fn = torch_fn if lib is torch else tt_fn
-        return _step(lib, fn, _leaves(lib, shape))
+        return _step(lib, fn_of(lib), _leaves(lib, shape))
 
     return name, build
 
@@ -157,18 +165,18 @@ CASES = [
     _binary("add (broadcast)", lambda a, b: a + b, shapes=((N, N), (N,))),
     _binary("mul", lambda a, b: a * b),
     _binary("matmul", lambda a, b: a @ b),
-    _unary("relu", torch.relu, tt.relu),
-    _unary("gelu", torch.nn.functional.gelu, tt.gelu),
-    _unary("softmax", lambda x: torch.softmax(x, -1), lambda x: tt.softmax(x, -1)),
-    _unary("log_softmax", lambda x: torch.log_softmax(x, -1), lambda x: tt.log_softmax(x, -1)),
-    _unary("sum", lambda x: x.sum(), lambda x: x.sum()),
-    _unary("mean (dim)", lambda x: x.mean(1), lambda x: x.mean(1)),
+    _unary("relu", lambda lib: lib.relu),
+    _unary("gelu", lambda lib: lib.nn.functional.gelu),
+    _unary("softmax", lambda lib: lambda x: lib.softmax(x, -1)),
+    _unary("log_softmax", lambda lib: lambda x: lib.log_softmax(x, -1)),
+    _unary("sum", lambda lib: lambda x: x.sum()),
+    _unary("mean (dim)", lambda lib: lambda x: x.mean(1)),
     _layer_norm_case(),
     _linear_case(),
     _cross_entropy_case(),
-    _unary("reshape", lambda x: x.reshape(-1), lambda x: x.reshape(-1)),
-    _unary("transpose", lambda x: x.transpose(0, 1), lambda x: x.transpose(0, 1)),
-    _unary("getitem", lambda x: x[1:5, ::2], lambda x: x[1:5, ::2]),
+    _unary("reshape", lambda lib: lambda x: x.reshape(-1)),
+    _unary("transpose", lambda lib: lambda x: x.transpose(0, 1)),
+    _unary("getitem", lambda lib: lambda x: x[1:5, ::2]),
     _cat_case(),
     _chain_case(),
 ]
@@ -210,41 +218,88 @@ def _mlp_step(lib):
 # ---- report -----------------------------------------------------------------------------------
 
 
-def _header():
+def _header(torch_version, torch_threads):
     blas = {k: v for k, v in os.environ.items() if k.startswith("OPENBLAS")}
     return (
-        f"python {platform.python_version()}, numpy {np.__version__}, torch {torch.__version__} "
-        f"(threads={torch.get_num_threads()}), tinytensor {tt.__version__}; "
-        f"OPENBLAS env: {blas or 'unset'}"
+        f"python {platform.python_version()}, numpy {np.__version__}, torch {torch_version} "
+        f"(threads={torch_threads}), tinytensor {tt.__version__}; OPENBLAS env: {blas or 'unset'}"
     )
+
+
+def _cases(only):
+    cases = CASES + [("MLP train step", _mlp_step)]
+    if only:
+        wanted = {w.strip() for w in only.split(",")}
+        cases = [c for c in cases if c[0] in wanted]
+    return cases
+
+
+def worker(lib_name, only, quick):
+    """Times every case with one library, in this process; prints JSON {case: [fwd, step]}."""
+    global torch
+    if lib_name == "torch":
+        import torch as torch_module
+
+        torch = torch_module
+        torch.set_num_threads(1)
+        lib = torch
+    else:
+        lib = tt
+    number, repeat = (200, 3) if quick else (1000, 7)
+    times = {}
+    for name, build in _cases(only):
+        forward_only, step = build(lib)
+        times[name] = [
+            _best_time_us(forward_only, number, repeat),
+            _best_time_us(step, number, repeat),
+        ]
+    if lib is torch:
+        times["_about"] = [torch.__version__, torch.get_num_threads()]
+    print(json.dumps(times))
+
+
+def _run_worker(lib_name, args):
+    cmd = [sys.executable, os.path.abspath(__file__), "--worker", lib_name, "--only", args.only]
+    cmd += ["--quick"] if args.quick else []
+    out = subprocess.run(cmd, capture_output=True, text=True)
+    if out.returncode != 0:
+        raise RuntimeError(f"bench_ops: the {lib_name} worker failed:\n{out.stderr[-2000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer iterations (smoke run)")
     parser.add_argument("--only", default="", help="comma-separated case names to run")
+    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds per library")
+    parser.add_argument("--worker", choices=("torch", "tinytensor"), help=argparse.SUPPRESS)
     args = parser.parse_args()
-    torch.set_num_threads(1)
-    number, repeat = (200, 3) if args.quick else (1000, 7)
+    if args.worker:
+        return worker(args.worker, args.only, args.quick)
 
-    cases = CASES + [("MLP train step", _mlp_step)]
-    if args.only:
-        wanted = {w.strip() for w in args.only.split(",")}
-        cases = [c for c in cases if c[0] in wanted]
+    best = {"torch": {}, "tinytensor": {}}  # case -> [fwd, step], the minimum over the rounds
+    about = None
+    for r in range(max(1, args.rounds)):
+        for lib_name in ("torch", "tinytensor") if r % 2 == 0 else ("tinytensor", "torch"):
+            times = _run_worker(lib_name, args)
+            about = times.pop("_about", about)
+            for name, pair in times.items():
+                old = best[lib_name].get(name, [math.inf, math.inf])
+                best[lib_name][name] = [min(a, b) for a, b in zip(old, pair)]
 
-    print(_header())
-    print(f"microseconds per call, {N}x{N} float32 (MLP: batch {BATCH}, hidden {HIDDEN})")
+    print(_header(*about))
+    print(f"microseconds per call, {N}x{N} float32 (MLP: batch {BATCH}, hidden {HIDDEN}); best of")
+    print(f"{args.rounds} rounds, each library in its own process")
     print(f"{'':<18}{'---- forward only ----':>30}{'-- forward + backward --':>30}")
     print(f"{'case':<18}" + f"{'torch':>10}{'tt':>10}{'tt/torch':>10}" * 2)
     fwd_ratios, step_ratios = [], []
-    for name, build in cases:
-        (fwd_torch, step_torch), (fwd_tt, step_tt) = build(torch), build(tt)
-        times = [_best_time_us(f, number, repeat) for f in (fwd_torch, fwd_tt, step_torch, step_tt)]
-        fwd_ratios.append(times[1] / times[0])
-        step_ratios.append(times[3] / times[2])
+    for name, _ in _cases(args.only):
+        (fwd_torch, step_torch), (fwd_tt, step_tt) = best["torch"][name], best["tinytensor"][name]
+        fwd_ratios.append(fwd_tt / fwd_torch)
+        step_ratios.append(step_tt / step_torch)
         print(
-            f"{name:<18}{times[0]:>10.1f}{times[1]:>10.1f}{fwd_ratios[-1]:>10.2f}"
-            f"{times[2]:>10.1f}{times[3]:>10.1f}{step_ratios[-1]:>10.2f}"
+            f"{name:<18}{fwd_torch:>10.1f}{fwd_tt:>10.1f}{fwd_ratios[-1]:>10.2f}"
+            f"{step_torch:>10.1f}{step_tt:>10.1f}{step_ratios[-1]:>10.2f}"
         )
     print(f"{'geometric mean':<38}{_geomean(fwd_ratios):>10.2f}{_geomean(step_ratios):>30.2f}")
 

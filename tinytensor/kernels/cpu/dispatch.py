@@ -31,8 +31,10 @@ from . import threads
 MODES = ("auto", "numba", "numpy")
 PARALLEL_MIN_ELEMENTS = 1 << 14  # below 16k elements one thread beats waking the pool
 # below this many multiply-adds NumPy's @ costs less than any kernel's call (gemm.py); the ops
-# test it before anything else, so a small product pays no dispatch (16x16: 16 µs, not 24)
-MIN_PRODUCT_MULTIPLY_ADDS = 1 << 15
+# test it before anything else, so a small product pays no dispatch (16x16: 16 µs, not 24).
+# F.linear with a bias, one thread, MKL's path against NumPy's (µs): 32x16x64 17 vs 13,
+# 64x64x64 23 vs 22, 128x64x128 44 vs 45, 128x128x128 60 vs 68: the crossover is near 2^18
+MIN_PRODUCT_MULTIPLY_ADDS = 1 << 18
 # NOTE: error_model="numpy": a division by zero gives inf/nan as in NumPy instead of raising,
 # which also lets the loops vectorize (the Python model's zero check is a branch per division:
 # 6x slower serial loops, measured)
