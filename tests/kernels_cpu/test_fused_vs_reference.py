@@ -284,6 +284,18 @@ def test_attention_head_by_head_key_spans(dtype, blas, monkeypatch):
             np.testing.assert_array_equal(a, b)
 
 
+def test_attention_query_blocks():
+    """The backward's query blocks (first row, rows, key span): the forward's blocks of 32 rows,
+    consecutive ones with the same span as one, the widest first."""
+    from tinytensor.kernels.cpu.attention import query_blocks
+
+    causal = np.arange(1, 101)  # each row's span: 1 + its index
+    assert query_blocks(causal).tolist() == [[96, 4, 100], [64, 32, 96], [32, 32, 64], [0, 32, 32]]
+    assert query_blocks(np.full(128, 90)).tolist() == [[0, 128, 90]]  # no mask: one block
+    ends = np.array([3] * 40 + [0] * 60 + [7] * 5)
+    assert query_blocks(ends).tolist() == [[96, 9, 7], [0, 64, 3], [64, 32, 0]]
+
+
 def test_attention_head_by_head_passes_gradcheck(monkeypatch):
     monkeypatch.setattr(dispatch, "PARALLEL_MIN_ELEMENTS", 1)  # small enough for gradcheck
     tt.set_num_threads(2)
