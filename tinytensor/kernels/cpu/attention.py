@@ -207,11 +207,11 @@ def _heads_backward_mkl(gemm, q, k, v, p, g, tau, ends, blocks, dq, dk, dv, ds):
         dQ_b = τ·dS_b K[:s_b]         dK[:s_b] += τ·dS_bᵀ Q_b
     τ (tau) rides on the products' alpha. The widest block comes first and writes dK and dV up
     to its span (beta = 0), the others add to them (beta = 1), and their rows past it (keys no
-    query sees) are 0: no pass that zeroes them first (0.5 ms of 6 at config B's shape)."""
+    query sees) are 0: no pass that zeroes them first (about 0.5 ms of 6 at config B's shape)."""
     batch, heads, nq, d = q.shape
     nk, dvn = k.shape[2], v.shape[3]
     size = q.itemsize
-    reach = blocks[0, 2]
+    reach = blocks[0, 2]  # the widest span: keys from here on get no gradient
     for bh in prange(batch * heads):
         b, h = bh // heads, bh % heads
         (q0, ldq), (k0, ldk), (v0, ldv) = _head(q, b, h), _head(k, b, h), _head(v, b, h)
@@ -230,7 +230,7 @@ def _heads_backward_mkl(gemm, q, k, v, p, g, tau, ends, blocks, dq, dk, dv, ds):
                 continue
             pb, sb, gb = p0 + r0 * nk * size, s0 + r0 * nk * size, g0 + r0 * ldg * size
             qb, dqb = q0 + r0 * ldq * size, dq0 + r0 * lddq * size
-            beta = 0.0 if n == 0 else 1.0
+            beta = 0.0 if n == 0 else 1.0  # the widest writes dK[:reach] and dV[:reach]
             gemm(ROW_MAJOR, TRANS, NO_TRANS, span, dvn, rows, 1.0, pb, nk, gb, ldg, beta, dv0, lddv)
             gemm(ROW_MAJOR, NO_TRANS, TRANS, rows, span, dvn, 1.0, gb, ldg, v0, ldv, 0.0, sb, nk)
             for i in range(r0, r0 + rows):  # keys from ends[i] on are masked: P = 0, so dS = 0
