@@ -232,6 +232,70 @@ def test_attention_head_by_head_on_the_pool(dtype, case, blas, monkeypatch):
     assert calls  # at 2 threads the head-by-head kernel ran
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("blas", ["openblas", "mkl"])
+def test_attention_head_by_head_key_spans(dtype, blas, monkeypatch):
+    """A mask made to catch wrong key spans of the query blocks (32 rows each): 100 queries
+    (blocks of 32, 32, 32 and 4) over 90 keys, with spans 30, 0 (an empty block in the middle),
+    80 (more than the blocks before it) and 20; in each block the widest row is neither the
+    first nor the last, and no query sees keys 80-89 (their dK and dV rows must be 0). The
+    kernels' output buffers start as NaN: an element they leave unwritten, or a row of dS
+    past its span that a product reads, shows. At a fixed thread count, bit for bit run to run."""
+    from tinytensor.kernels.cpu import attention, buffers, mkl_blas
+
+    if blas == "openblas":
+        monkeypatch.setattr(attention, "gemm_functions", lambda: {})
+    elif not mkl_blas.gemm_functions():
+        pytest.skip("MKL is not installed (pip install 'tinytensor[mkl]'): OpenBLAS case only")
+    monkeypatch.setattr(buffers, "empty", lambda shape, dtype: np.full(shape, np.nan, dtype))
+    calls = []
+    original = attention.heads_forward
+    monkeypatch.setattr(attention, "heads_forward", lambda *a: calls.append(1) or original(*a))
+
+    rng = np.random.default_rng(13)
+    nq, nk = 100, 90
+    allowed = rng.random((nq, nk)) > 0.4
+    ends = np.array([30] * 32 + [0] * 32 + [80] * 32 + [20] * 4)
+    ends[[3, 40, 77, 99]] = [12, 0, 35, 9]  # shorter rows: the block's span is their maximum
+    ends[[10, 70, 97]] = [30, 80, 20]
+    ends[[0, 31, 64, 95, 96]] = [5, 7, 50, 60, 3]  # not the first nor the last row of a block
+    allowed &= np.arange(nk) < ends[:, None]
+    allowed[np.arange(nq), np.maximum(ends - 1, 0)] = ends > 0  # each row's span is exact
+    allowed[80] = False  # a row that sees nothing, in a block that sees keys
+    np.testing.assert_array_equal(
+        attention.key_spans(allowed, nq, nk), np.where(np.arange(nq) == 80, 0, ends)
+    )
+    mask = tt.tensor(allowed)
+    q, k, v = (randn(rng, (2, n, 3, w), dtype) for n, w in ((nq, 16), (nk, 16), (nk, 8)))
+
+    def build(q, k, v):
+        q, k, v = (t.transpose(1, 2) for t in (q, k, v))  # (B, H, T, d) views, as models make
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        return out.transpose(1, 2).reshape(out.shape[0], out.shape[2], -1)
+
+    assert_fused_matches_reference(build, [q, k, v], dtype)
+    assert calls
+    grads = run("numba", build, [q, k, v])[2:]
+    assert not grads[0][:, 80:].any() and not grads[1][:, 80:].any()  # dK, dV of keys 80-89
+    for n_threads in (1, 2):
+        tt.set_num_threads(n_threads)
+        first, second = run("numba", build, [q, k, v]), run("numba", build, [q, k, v])
+        for a, b in zip(first, second):
+            np.testing.assert_array_equal(a, b)
+
+
+def test_attention_query_blocks():
+    """The backward's query blocks (first row, rows, key span): the forward's blocks of 32 rows,
+    consecutive ones with the same span as one, the widest first."""
+    from tinytensor.kernels.cpu.attention import query_blocks
+
+    causal = np.arange(1, 101)  # each row's span: 1 + its index
+    assert query_blocks(causal).tolist() == [[96, 4, 100], [64, 32, 96], [32, 32, 64], [0, 32, 32]]
+    assert query_blocks(np.full(128, 90)).tolist() == [[0, 128, 90]]  # no mask: one block
+    ends = np.array([3] * 40 + [0] * 60 + [7] * 5)
+    assert query_blocks(ends).tolist() == [[96, 9, 7], [0, 64, 3], [64, 32, 0]]
+
+
 def test_attention_head_by_head_passes_gradcheck(monkeypatch):
     monkeypatch.setattr(dispatch, "PARALLEL_MIN_ELEMENTS", 1)  # small enough for gradcheck
     tt.set_num_threads(2)
