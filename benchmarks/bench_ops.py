@@ -74,7 +74,8 @@ def _leaves(lib, *shapes):
 
 
 def _step(lib, forward, leaves):
-    """(forward only, forward + backward with an explicit output gradient + clearing grads)."""
+    """(forward only, forward + backward with an explicit output gradient + clearing grads);
+    the worker times the forward twice, recording the graph and under no_grad."""
     out = forward(*leaves)
     seed = lib.ones_like(out)
 
@@ -235,7 +236,8 @@ def _cases(only):
 
 
 def worker(lib_name, only, quick):
-    """Times every case with one library, in this process; prints JSON {case: [fwd, step]}."""
+    """Times every case with one library, in this process; prints JSON
+    {case: [forward, forward under no_grad, forward + backward]}."""
     global torch
     if lib_name == "torch":
         import torch as torch_module
@@ -249,10 +251,10 @@ def worker(lib_name, only, quick):
     times = {}
     for name, build in _cases(only):
         forward_only, step = build(lib)
-        times[name] = [
-            _best_time_us(forward_only, number, repeat),
-            _best_time_us(step, number, repeat),
-        ]
+        recorded = _best_time_us(forward_only, number, repeat)
+        with lib.no_grad():  # inference: generation and evaluation record no graph
+            inference = _best_time_us(forward_only, number, repeat)
+        times[name] = [recorded, inference, _best_time_us(step, number, repeat)]
     if lib is torch:
         times["_about"] = [torch.__version__, torch.get_num_threads()]
     print(json.dumps(times))
@@ -277,31 +279,30 @@ def main():
     if args.worker:
         return worker(args.worker, args.only, args.quick)
 
-    best = {"torch": {}, "tinytensor": {}}  # case -> [fwd, step], the minimum over the rounds
+    best = {"torch": {}, "tinytensor": {}}  # case -> its three times, the minima over the rounds
     about = None
     for r in range(max(1, args.rounds)):
         for lib_name in ("torch", "tinytensor") if r % 2 == 0 else ("tinytensor", "torch"):
             times = _run_worker(lib_name, args)
             about = times.pop("_about", about)
-            for name, pair in times.items():
-                old = best[lib_name].get(name, [math.inf, math.inf])
-                best[lib_name][name] = [min(a, b) for a, b in zip(old, pair)]
+            for name, new in times.items():
+                old = best[lib_name].get(name, [math.inf] * len(new))
+                best[lib_name][name] = [min(a, b) for a, b in zip(old, new)]
 
     print(_header(*about))
     print(f"microseconds per call, {N}x{N} float32 (MLP: batch {BATCH}, hidden {HIDDEN}); best of")
     print(f"{args.rounds} rounds, each library in its own process")
-    print(f"{'':<18}{'---- forward only ----':>30}{'-- forward + backward --':>30}")
-    print(f"{'case':<18}" + f"{'torch':>10}{'tt':>10}{'tt/torch':>10}" * 2)
-    fwd_ratios, step_ratios = [], []
+    groups = ("forward (graph)", "forward, no_grad", "forward + backward")
+    print(f"{'':<16}" + "".join(f" {'-- ' + g + ' --':>23}" for g in groups))
+    print(f"{'case':<16}" + f"{'torch':>8}{'tt':>8}{'tt/pt':>8}" * len(groups))
+    ratios = [[] for _ in groups]
     for name, _ in _cases(args.only):
-        (fwd_torch, step_torch), (fwd_tt, step_tt) = best["torch"][name], best["tinytensor"][name]
-        fwd_ratios.append(fwd_tt / fwd_torch)
-        step_ratios.append(step_tt / step_torch)
-        print(
-            f"{name:<18}{fwd_torch:>10.1f}{fwd_tt:>10.1f}{fwd_ratios[-1]:>10.2f}"
-            f"{step_torch:>10.1f}{step_tt:>10.1f}{step_ratios[-1]:>10.2f}"
-        )
-    print(f"{'geometric mean':<38}{_geomean(fwd_ratios):>10.2f}{_geomean(step_ratios):>30.2f}")
+        row = f"{name:<16}"
+        for i, (t_torch, t_tt) in enumerate(zip(best["torch"][name], best["tinytensor"][name])):
+            ratios[i].append(t_tt / t_torch)
+            row += f"{t_torch:>8.1f}{t_tt:>8.1f}{ratios[i][-1]:>8.2f}"
+        print(row)
+    print(f"{'geometric mean':<16}" + "".join(f"{_geomean(r):>24.2f}" for r in ratios))
 
 
 def _geomean(values):
