@@ -15,9 +15,10 @@ single-threaded BLAS call run by the same pool: MKL's where the `mkl` extra is i
   dtype) and the last, partial group differently; blocks aligned to all of those compute every
   row as one unsplit call does, so the product is NumPy's bit for bit, whatever the thread
   count (unaligned blocks differed in the last bit in 5 of 60 cases tried, aligned in none).
-- aᵀ @ b (weight gradients) sums over the rows of a and b: a fixed number of row chunks, each
-  a partial product, added in chunk order, so the result does not depend on the thread count.
-  The column sums of a (a bias gradient) come from the same pass over the chunk.
+- aᵀ @ b (weight gradients) sums over the rows of a and b. With MKL: a fixed number of blocks
+  of the result's rows, each one product over all the rows; with OpenBLAS: a fixed number of
+  row chunks, each a partial product, added in chunk order. Either way the result does not
+  depend on the thread count. The column sums of a (a bias gradient) come from the same pass.
 """
 
 from __future__ import annotations
@@ -34,8 +35,14 @@ from .threads import get_num_threads
 MIN_BLOCK_ROWS = 128  # fewer rows per BLAS call: packing the other operand costs more
 ROW_ALIGN = 48  # a multiple of every row group OpenBLAS's x86 kernels use (4, 8, 16, 24)
 MIN_MULTIPLY_ADDS = 1 << 21  # below ~2M multiply-adds one thread beats starting the pool
-TRANSPOSED_CHUNKS = 4  # partial products of aᵀ @ b: fixed, so results are reproducible
+TRANSPOSED_CHUNKS = 4  # partial products of aᵀ @ b (OpenBLAS): fixed, so results reproduce
 MIN_CHUNK_ROWS = 64
+# MKL's aᵀ @ b goes in blocks of the result's rows instead, each one product over all of a's
+# rows: no partial products to add (a single-threaded pass over 4x the weight gradient), and
+# MKL is faster on one deep product than on four shallow ones (config B's weight gradients at
+# 2 threads: see the commit). Fixed, so the result does not depend on the thread count.
+TRANSPOSED_BLOCKS = 4
+COLUMN_ALIGN = 16  # blocks start at multiples of 16 columns (64 bytes of float32)
 
 
 @numba.njit(**JIT_OPTIONS, inline="always")
@@ -55,10 +62,16 @@ def _add_row_to_rows(out, row, r0, r1):
 
 
 @numba.njit(**JIT_OPTIONS, inline="always")
-def _add_column_sums(a, r0, r1, sums):
+def _add_column_sums(a, r0, r1, c0, c1, sums):
+    """sums[c0:c1] += Σ a[r0:r1, c0:c1] over the rows, in a local float64 accumulator: adding
+    into `sums` itself did not vectorize (1024x768 float32, one core: 1.6 ms against 0.24)."""
+    acc = np.zeros(c1 - c0)
     for i in range(r0, r1):
-        for j in range(a.shape[1]):
-            sums[j] += a[i, j]
+        row = a[i, c0:c1]
+        for j in range(c1 - c0):
+            acc[j] += row[j]
+    for j in range(c1 - c0):
+        sums[c0 + j] += acc[j]
 
 
 @numba.njit(**JIT_OPTIONS, parallel=True)
@@ -87,17 +100,18 @@ def _rows_product_mkl(gemm, a, b, b_transposed, bias, out, blocks, align):
 
 
 @twin_jit
-def _transposed_product_mkl(gemm, a, b, parts, column_sums):
+def _transposed_product_mkl(gemm, a, b, out, column_sums, blocks):
+    """out = aᵀ @ b in blocks of out's rows (a's columns), each one gemm over every row of a and
+    b; the column sums of a come from the same block (float64 accumulators)."""
     rows, p = a.shape
     q = b.shape[1]
     size = a.itemsize
-    chunks = parts.shape[0]
-    for c in prange(chunks):
-        r0, r1 = _row_block(c, chunks, rows, 1)
-        gemm(ROW_MAJOR, TRANS, NO_TRANS, p, q, r1 - r0, 1.0, a.ctypes.data + r0 * p * size, p,
-             b.ctypes.data + r0 * q * size, q, 0.0, parts[c].ctypes.data, q)  # fmt: skip
+    for blk in prange(blocks):
+        c0, c1 = _row_block(blk, blocks, p, COLUMN_ALIGN)
+        gemm(ROW_MAJOR, TRANS, NO_TRANS, c1 - c0, q, rows, 1.0, a.ctypes.data + c0 * size, p,
+             b.ctypes.data, q, 0.0, out.ctypes.data + c0 * q * size, q)  # fmt: skip
         if column_sums is not None:
-            _add_column_sums(a, r0, r1, column_sums[c])
+            _add_column_sums(a, 0, rows, c0, c1, column_sums)
 
 
 @numba.njit(**JIT_OPTIONS, parallel=True)
@@ -108,7 +122,7 @@ def _transposed_product(a, b, parts, column_sums):
         r0, r1 = _row_block(c, chunks, rows, 1)
         np.dot(a[r0:r1].T, b[r0:r1], parts[c])
         if column_sums is not None:
-            _add_column_sums(a, r0, r1, column_sums[c])
+            _add_column_sums(a, r0, r1, 0, a.shape[1], column_sums[c])
 
 
 def fits(b, dtype) -> bool:
@@ -159,15 +173,24 @@ def product(a, b, bias=None):
 
 def transposed_product(a, b, want_column_sums=False):
     """(aᵀ @ b, Σ_rows a or None): a (m, p) and b (m, q), both C-contiguous."""
+    gemm = gemm_functions().get(a.dtype)
+    if gemm is not None:
+        return _transposed_product_by_columns(gemm, a, b, want_column_sums)
     chunks = max(1, min(TRANSPOSED_CHUNKS, a.shape[0] // MIN_CHUNK_ROWS))
     parts = buffers.empty((chunks, a.shape[1], b.shape[1]), a.dtype)
     sums = np.zeros((chunks, a.shape[1])) if want_column_sums else None  # float64 partials
-    gemm = gemm_functions().get(a.dtype)
-    if gemm is None:
-        _transposed_product(a, b, parts, sums)
-    elif worth_threads(a.shape[0], a.shape[1], b.shape[1]):
-        _transposed_product_mkl.parallel(gemm, a, b, parts, sums)
-    else:  # the same chunks one after the other: the same result
-        _transposed_product_mkl.serial(gemm, a, b, parts, sums)
+    _transposed_product(a, b, parts, sums)
     total = np.add.reduce(parts, axis=0)  # chunk by chunk, in order
     return total, (sums.sum(axis=0).astype(a.dtype) if want_column_sums else None)
+
+
+def _transposed_product_by_columns(gemm, a, b, want_column_sums):
+    """MKL's aᵀ @ b: blocks of the result's rows, a fixed number whatever the thread count."""
+    p, q = a.shape[1], b.shape[1]
+    out = buffers.empty((p, q), a.dtype)
+    sums = np.zeros(p) if want_column_sums else None
+    blocks = max(1, min(TRANSPOSED_BLOCKS, p // COLUMN_ALIGN))
+    split = worth_threads(a.shape[0], p, q)
+    kernel = _transposed_product_mkl.parallel if split else _transposed_product_mkl.serial
+    kernel(gemm, a, b, out, sums, blocks)  # one after the other or not: the same calls
+    return out, (sums.astype(a.dtype) if want_column_sums else None)
