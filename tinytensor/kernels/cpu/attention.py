@@ -3,8 +3,8 @@ softmax VJP (backward), row by row over (batch·heads·queries), in place on the
 
     forward:  P = softmax_rows(τ·S, keys where `allowed`),  rows that may attend to nothing: 0
     backward: dS = P ∘ (dP - rowsum(dP ∘ P)), written over dP
-NOTE: masked keys get exactly 0 without an exp; a row with no allowed key gives zeros, not NaN
-(the same rule as the NumPy path in ops/attention.py).
+NOTE: masked keys get exactly 0 (their score is set to -inf, whose exp is 0); a row with no
+allowed key gives zeros, not NaN (the same rule as the NumPy path in ops/attention.py).
 """
 
 from __future__ import annotations
@@ -38,11 +38,11 @@ def _softmax_row(s, scale, allowed, use_mask, end):
         for j in range(end):
             s[j] = 0.0
         return
-    for j in range(end):  # masked keys: 0 without an exp
-        s[j] = fast_exp(s[j] - m) if not use_mask or allowed[j] else zero
     total = 0.0
-    for j in range(end):
-        total += s[j]
+    for j in range(end):  # masked keys hold -inf: fast_exp gives them exactly 0, no branch
+        e = fast_exp(s[j] - m)
+        s[j] = e
+        total += e
     inv = s.dtype.type(1.0 / total)
     for j in range(end):
         s[j] *= inv
