@@ -371,9 +371,14 @@ def cross_entropy(input, target, ignore_index=-100, reduction="mean", label_smoo
             )
         t2 = t._array.reshape(-1)
         xp = get_array_module(t2)
-        # NOTE: the usual case (every id in range) costs two reductions; the full test only runs
-        # when an id is negative (ignore_index) or too large
-        if t2.size and (t2.min() < 0 or t2.max() >= c):
+        # NOTE: the usual case (every id in range) costs one reduction: int64 ids read as
+        # unsigned make every negative id (ignore_index too) huge, so max < c says all are in
+        # range; the full test runs only when one is negative or too large
+        if t2.dtype == np.int64:
+            suspect = t2.size and t2.view(np.uint64).max() >= c
+        else:
+            suspect = t2.size and (t2.min() < 0 or t2.max() >= c)
+        if suspect:
             bad = (t2 != ignore_index) & ((t2 < 0) | (t2 >= c))
             if bool(bad.any()):
                 raise IndexError(
