@@ -38,17 +38,17 @@ MIN_MULTIPLY_ADDS = 1 << 21  # below ~2M multiply-adds one thread beats starting
 TRANSPOSED_CHUNKS = 4  # partial products of aᵀ @ b (OpenBLAS): fixed, so results reproduce
 MIN_CHUNK_ROWS = 64
 # MKL's aᵀ @ b goes in blocks of the result's rows instead, each one product over all of a's
-# rows: no partial products to add (a single-threaded pass over 4x the weight gradient), and
-# MKL is faster on one deep product than on four shallow ones (config B's weight gradients at
-# 2 threads: see the commit). Fixed, so the result does not depend on the thread count.
+# rows: no partial products to add afterwards (a single-threaded pass over 4x the weight
+# gradient). The products themselves measured level with the chunks' (within the noise) and with
+# PyTorch's mm. Fixed, so the result does not depend on the thread count.
 TRANSPOSED_BLOCKS = 4
 COLUMN_ALIGN = 16  # blocks start at multiples of 16 columns (64 bytes of float32)
 
 
 @numba.njit(**JIT_OPTIONS, inline="always")
 def _row_block(blk, blocks, rows, align):
-    """Rows [r0, r1) of block `blk` of `blocks`: starts at multiples of `align`, the last ends at
-    `rows`."""
+    """Rows [r0, r1) of block `blk` of `blocks` (or columns: `_transposed_product_mkl`): starts
+    at multiples of `align`, the last ends at `rows`."""
     r0 = blk * rows // blocks // align * align
     r1 = (blk + 1) * rows // blocks // align * align if blk + 1 < blocks else rows
     return r0, r1
