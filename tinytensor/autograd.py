@@ -194,7 +194,7 @@ def backward(root, gradient=None, retain_graph=False):
                 g = _run_grad_hooks(t, g)
             if t._retains_grad:
                 _add_to_grad(t, g)
-        if ctx.saved_versions:
+        if ctx.saved_at is not None or ctx.saved_versions:
             check_saved_versions(ctx)
         input_grads = ctx.backward(g)
         if input_grads.__class__ is not tuple:

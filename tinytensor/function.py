@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 
-from .inplace import record_saved_versions, version_counter
+from .inplace import note_saved, version_counter
 from .tensor import Tensor, devices_mismatch_error
 
 _grad_enabled = True
@@ -30,7 +30,7 @@ class Function:
     """
 
     # needs_input_grad: which inputs want a gradient (() when no node is recorded); a slot, so
-    # that an op's __dict__ holds only what its forward saved (inplace.record_saved_versions)
+    # that an op's __dict__ holds only what its forward saved (inplace.note_saved)
     __slots__ = ("needs_input_grad", "__dict__")
 
     broadcasts = False
@@ -38,6 +38,7 @@ class Function:
     may_alias = False  # forward may return a view of input 0 (reshape, permute, getitem, ...)
     inputs = None  # the input Tensors while the node is alive; None once backward freed it
     parents = ()  # each input's producing node when this one was recorded (None for leaves)
+    saved_at = None  # set when forward saved arrays: what backward checks them against (inplace)
     saved_versions = ()  # (which, version, counter) of each tensor whose memory backward reads
     module = None  # the nn.Module whose forward created this node, if any (graph drawing)
 
@@ -74,21 +75,19 @@ class Function:
             out = ctx.forward(*arrays, **params)
         except (ValueError, TypeError, IndexError) as e:
             raise _op_error(cls.__name__, inputs, e) from e
-        if records:
-            result = _wrap(out, True, ctx)
-            if ctx.__dict__:  # what forward saved (the engine's fields are slots, not in here)
-                record_saved_versions(ctx, arrays, inputs, out, result)
-            ctx.inputs = inputs  # after the scan above: the links are not saved arrays
-            ctx.parents = tuple(parents)
-            if _module_stack:
-                ctx.module = _module_stack[-1]
-        else:
-            result = _wrap(out, False, None)
+        result = _wrap(out, records, ctx if records else None)
         if cls.may_alias and out.__class__ is kind and shares_memory(out, arrays[0]):
             # a view shares its base's version counter, and knows its base (PyTorch's ._base)
             base = inputs[0]
             result._version_counter = version_counter(base)
             result._base = base if base._base is None else base._base
+        if records:
+            if ctx.__dict__:  # what forward saved (the engine's fields are slots, not in here)
+                note_saved(ctx, out, result)
+            ctx.inputs = inputs
+            ctx.parents = tuple(parents)
+            if _module_stack:
+                ctx.module = _module_stack[-1]
         return result
 
     def release(self):
