@@ -31,7 +31,14 @@ from .summary import brief, rounded, summarize, to_numpy
 EXPLODING_GRAD = 1e3
 VANISHING_GRAD = 1e-8
 
-_OP_FIELDS_SKIPPED = {"inputs", "parents", "needs_input_grad", "module", "saved_versions", "saved_at"}
+_OP_FIELDS_SKIPPED = {
+    "inputs",
+    "parents",
+    "needs_input_grad",
+    "module",
+    "saved_versions",
+    "saved_at",
+}
 
 
 def extract(outputs, params=None, backward=True, name="explore") -> dict:
