@@ -93,16 +93,17 @@ def arrays_qualify(*arrays, any_layout=False) -> bool:
     """The predicate every fused call passes first: NumPy arrays (never CuPy), one float dtype
     (float32 or float64), C-contiguous (unless `any_layout`: the kernel makes its own copies).
     None entries (absent optional inputs) are skipped."""
+    # NOTE: runs before every fused kernel, on 16x16 ops too: plain attribute reads, no calls
     dtype = None
     for a in arrays:
         if a is None:
             continue
-        if type(a) is not np.ndarray or not (any_layout or a.flags["C_CONTIGUOUS"]):
+        if a.__class__ is not np.ndarray or not (any_layout or a.flags.c_contiguous):
             return False
         if dtype is None:
-            if a.dtype not in _FLOATS:
-                return False
             dtype = a.dtype
+            if dtype not in _FLOATS:
+                return False
         elif a.dtype != dtype:
             return False
     return dtype is not None
@@ -128,12 +129,12 @@ def kernels_for(family, *arrays, any_layout=False):
             return None
         threads.configure_once()
         module = _modules[family] = importlib.import_module(f"{__package__}.{family}")
-    threads.follow_load()
     return module
 
 
 def parallel_for(size: int) -> bool:
-    """Whether an array of `size` elements is worth the thread pool.
+    """Whether an array of `size` elements is worth the thread pool (and the pool's size follows
+    the machine's load: `threads.follow_load`, asked here, where the pool is about to be used).
 
     NOTE: with one thread the serial twin runs: numba's pool would still hand the work to a
     worker thread and wait for it, and on a busy machine that wait is a scheduler time slice.
@@ -141,9 +142,11 @@ def parallel_for(size: int) -> bool:
     load) must not be entered from two threads at once (it aborts the process), so only the
     main thread uses it. So does a forked child: OpenMP's pool does not survive a fork.
     """
+    if size < PARALLEL_MIN_ELEMENTS:
+        return False
+    threads.follow_load()
     return (
-        size >= PARALLEL_MIN_ELEMENTS
-        and threads.get_num_threads() > 1
+        threads.get_num_threads() > 1
         and threading.current_thread() is threading.main_thread()
         and not threads.in_forked_child()
     )

@@ -79,9 +79,10 @@ def configure_once() -> None:
 
 def follow_load() -> None:
     """Re-estimates the free cores at most every PROBE_SECONDS (cheap otherwise: one clock
-    read); called before each fused kernel."""
+    read); called where a kernel or a product is about to use the pool (dispatch.parallel_for),
+    once the pool is set up (configure_once)."""
     now = time.monotonic()
-    if _state["fixed"] is not None or now < _state["next_probe"]:
+    if _state["fixed"] is not None or now < _state["next_probe"] or not _state["configured"]:
         return
     _state["next_probe"] = now + PROBE_SECONDS
     free = free_cores()
