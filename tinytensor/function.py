@@ -74,6 +74,8 @@ class Function:
         try:
             out = ctx.forward(*arrays, **params)
         except (ValueError, TypeError, IndexError) as e:
+            if getattr(e, "names_the_call", False):  # already phrased for the user (see below)
+                raise
             raise _op_error(cls.__name__, inputs, e) from e
         result = _wrap(out, records, ctx if records else None)
         if cls.may_alias and out.__class__ is kind and shares_memory(out, arrays[0]):
@@ -109,7 +111,11 @@ def shares_memory(a, b) -> bool:
 
 
 def _op_error(name, inputs, error):
-    """An error from inside an op's forward, restated with the op and its inputs' shapes."""
+    """An error from inside an op's forward, restated with the op and its inputs' shapes.
+
+    An op that checks its input inside forward (where a kernel's pass finds the problem for
+    free) raises an error already phrased for the user, marked `error.names_the_call = True`;
+    `apply` passes that one on as it is."""
     kind = next(k for k in (IndexError, ValueError, TypeError) if isinstance(error, k))
     shapes = ", ".join(f"{tuple(t.shape)} {t.dtype}" for t in inputs)
     return kind(f"{name}: {error} (inputs: {shapes})")

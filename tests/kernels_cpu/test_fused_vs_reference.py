@@ -97,6 +97,30 @@ def test_cross_entropy(dtype, reduction, smoothing, rows):
     assert_fused_matches_reference(build, [z, target], dtype)
 
 
+@pytest.mark.parametrize("mode", ["numba", "numpy"])
+@pytest.mark.parametrize("rows", [5, BIG // 50 + 5])
+@pytest.mark.parametrize("bad_id", [50, -1, 2**40])
+def test_cross_entropy_out_of_range_id_is_a_clear_error(mode, rows, bad_id):
+    """The fused kernel flags ids out of range in its own pass (and reads nothing for them):
+    the same IndexError as the reference's check, serial and parallel."""
+    z = tt.tensor(np.zeros((rows, 50), np.float32), requires_grad=True)
+    target = np.arange(rows) % 50
+    target[rows // 2] = bad_id
+    target[0] = 7  # the ignore_index below: ignored, never an error
+    with tt.cpu_kernels(mode), pytest.raises(IndexError) as info:
+        F.cross_entropy(z, tt.tensor(target), ignore_index=7)
+    assert str(info.value) == f"cross_entropy: target id {bad_id} is out of range for 50 classes"
+
+
+def test_cross_entropy_ignore_index_outside_the_classes_is_not_an_error():
+    z = tt.tensor(np.zeros((BIG // 50 + 5, 50), np.float32))
+    target = np.arange(z.shape[0]) % 50
+    target[::2] = -100
+    with tt.cpu_kernels("numba"):
+        loss = F.cross_entropy(z, tt.tensor(target))
+    np.testing.assert_allclose(loss.item(), np.log(50), rtol=1e-6)  # uniform logits: log C
+
+
 def test_cross_entropy_every_target_ignored_is_nan_with_zero_gradient():
     z = tt.randn(4, 3, requires_grad=True)
     with tt.cpu_kernels("numba"):

@@ -72,6 +72,22 @@ class LogSoftmax(Function):
         return g - xp.exp(self.z) * g.sum(axis=self.axis, keepdims=True)
 
 
+def _check_class_ids(ids, ignore_index, c):
+    """Raises IndexError naming the first id that is neither in [0, c) nor `ignore_index`."""
+    # NOTE: the usual case (every id in range) costs one reduction: int64 ids read as unsigned
+    # make every negative id (ignore_index too) huge, so max < c says all are in range; the
+    # full test runs only when one is negative or too large
+    if not ids.size or ids.view(np.uint64).max() < c:
+        return
+    bad = (ids != ignore_index) & ((ids < 0) | (ids >= c))
+    if bool(bad.any()):
+        error = IndexError(
+            f"cross_entropy: target id {int(ids[bad][0])} is out of range for {c} classes"
+        )
+        error.names_the_call = True  # Function.apply passes it on unchanged
+        raise error
+
+
 class CrossEntropy(Function):
     """Cross-entropy of logits z (M, C) against targets: class ids (M,) or probabilities (M, C).
 
@@ -91,11 +107,20 @@ class CrossEntropy(Function):
         self.fused = kernels_for("softmax", z) if probs is None else None
         if self.fused:  # one pass over the logits, keeping only each row's log-sum-exp
             self.z, self.q, self.log_p, self.target = z, None, None, target
-            losses, self.lse, self.keep, kept = self.fused.cross_entropy_forward(
+            losses, self.lse, self.keep, kept, bad, loss_sum = self.fused.cross_entropy_forward(
                 z, target, ignore_index, eps
             )
+            if bad:
+                _check_class_ids(target, ignore_index, c)
             self.count = z.dtype.type(kept)
-            return self._reduce(losses)
+            if reduction == "none":
+                return losses
+            # the kernel's float64 sum of the losses: no NumPy pass (a third of a small call)
+            if reduction == "sum":
+                return z.dtype.type(loss_sum)
+            return z.dtype.type(loss_sum / kept if kept else np.nan)
+        if probs is None:
+            _check_class_ids(target, ignore_index, c)
         log_p = _log_softmax(z, axis=1)
         if probs is not None:  # class probabilities (an input: they get a gradient too)
             q = probs * (1 - eps) + eps / c if eps else probs
@@ -334,67 +359,64 @@ def cross_entropy(input, target, ignore_index=-100, reduction="mean", label_smoo
     _check_float(input, "cross_entropy")
     if reduction not in ("mean", "sum", "none"):
         raise ValueError(f"cross_entropy: reduction must be mean, sum or none, got {reduction!r}")
-    check_probability(label_smoothing, "cross_entropy", "label_smoothing")
+    if label_smoothing.__class__ is not float or label_smoothing != 0.0:  # the default passes
+        check_probability(label_smoothing, "cross_entropy", "label_smoothing")
     if not isinstance(target, Tensor):
         raise TypeError(f"cross_entropy: target must be a Tensor, got {type(target).__name__}")
-    # NOTE: two NumPy arrays share the device; only other pairs pay for comparing devices
-    if not (type(target._array) is type(input._array) is np.ndarray) and (
+    # NOTE: the checks read the arrays (not Tensor properties), and the class ids' range is
+    # checked by the op (the fused kernel flags bad ids in its pass): this wrapper was half the
+    # cost of a cross_entropy on 16x16 logits
+    x_array, t_array = input._array, target._array
+    # two NumPy arrays share the device; only other pairs pay for comparing devices
+    if not (x_array.__class__ is t_array.__class__ is np.ndarray) and (
         target.device != input.device
     ):
         from ..tensor import devices_mismatch_error
 
         raise devices_mismatch_error("cross_entropy", (input, target))
-    if input.ndim == 0:
+    if x_array.ndim == 0:
         raise ValueError("cross_entropy: input must have a class dim, got a scalar")
-    unbatched = input.ndim == 1
+    unbatched = x_array.ndim == 1
     x = input.unsqueeze(0) if unbatched else input
     t = target.unsqueeze(0) if unbatched else target
-    c = x.shape[1]
-    spatial = x.ndim > 2
+    shape = x._array.shape
+    c = shape[1]
+    spatial = len(shape) > 2
+    x2 = x
     if spatial:  # (N, C, d...) -> (N·d..., C)
-        x = x.permute(0, *range(2, x.ndim), 1)
-    x2 = x if x.ndim == 2 else x.reshape(-1, c)  # no Reshape node for the usual (N, C)
-    if t.dtype.kind == "f":
-        if t.shape != input.shape:
+        x2 = x.permute(0, *range(2, x.ndim), 1).reshape(-1, c)
+    kind = t_array.dtype.kind
+    if kind == "f":
+        if t_array.shape != x_array.shape:
             raise ValueError(
                 f"cross_entropy: float targets are class probabilities and must have the input's "
                 f"shape {tuple(input.shape)}, got {tuple(target.shape)} (for class indices use "
                 "an integer tensor: target.long())"
             )
         probs = (t.permute(0, *range(2, t.ndim), 1) if spatial else t).reshape(-1, c)
-    elif t.dtype.kind in "iu":
-        expected = (x.shape[0],) + tuple(x.shape[1:-1]) if spatial else (x.shape[0],)
-        if t.shape != expected:
+        loss = CrossEntropy.apply(
+            x2, probs, ignore_index=ignore_index, label_smoothing=label_smoothing,
+            reduction=reduction,
+        )  # fmt: skip
+    elif kind in "iu":
+        expected = shape[:1] + shape[2:]
+        if t._array.shape != expected:
             raise ValueError(
                 f"cross_entropy: target shape {tuple(target.shape)} does not match input shape "
                 f"{tuple(input.shape)} (expected class ids of shape {expected})"
             )
-        t2 = t._array.reshape(-1)
-        xp = get_array_module(t2)
-        # NOTE: the usual case (every id in range) costs one reduction: int64 ids read as
-        # unsigned make every negative id (ignore_index too) huge, so max < c says all are in
-        # range; the full test runs only when one is negative or too large
-        if t2.dtype == np.int64:
-            suspect = t2.size and t2.view(np.uint64).max() >= c
-        else:
-            suspect = t2.size and (t2.min() < 0 or t2.max() >= c)
-        if suspect:
-            bad = (t2 != ignore_index) & ((t2 < 0) | (t2 >= c))
-            if bool(bad.any()):
-                raise IndexError(
-                    f"cross_entropy: target id {int(t2[bad][0])} is out of range for {c} classes"
-                )
-        t2 = t2.astype(xp.int64, copy=False)
+        ids = t
+        if spatial or t_array.dtype != np.int64:  # the op reads (rows,) int64 ids
+            ids = Tensor._wrap(t._array.reshape(-1).astype(np.int64, copy=False), False, None)
+        loss = CrossEntropy.apply(
+            x2, ids, ignore_index=ignore_index, label_smoothing=label_smoothing,
+            reduction=reduction,
+        )  # fmt: skip
     else:
         raise TypeError(f"cross_entropy: target must hold integer class ids, got {target.dtype}")
-    options = dict(ignore_index=ignore_index, label_smoothing=label_smoothing, reduction=reduction)
-    if t.dtype.kind == "f":
-        loss = CrossEntropy.apply(x2, probs, **options)
-    else:
-        ids = t if t.ndim == 1 and t.dtype == t2.dtype else Tensor._wrap(t2, False, None)
-        loss = CrossEntropy.apply(x2, ids, **options)
     if reduction == "none":
-        loss = loss.reshape(t.shape[:1] + (tuple(x.shape[1:-1]) if spatial else ()))
+        if spatial:
+            loss = loss.reshape(shape[:1] + shape[2:])
         if unbatched:
             loss = loss.reshape(())
     return loss

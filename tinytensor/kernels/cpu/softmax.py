@@ -76,28 +76,33 @@ def _log_softmax_backward(z, g, gx):
 def _cross_entropy_forward(z, target, ignore_index, eps, losses, lse, keep):
     rows, c = z.shape
     kept = 0
+    bad = 0
     for i in prange(rows):
-        keep[i] = target[i] != ignore_index
-        kept += keep[i]
+        t = target[i]
+        # NOTE: & rather than `and`: branches around prange's reductions break numba's parfor
+        counted = t != ignore_index
+        ok = counted & (t >= 0) & (t < c)
+        keep[i] = ok
+        kept += ok
+        bad += counted != ok  # an id out of range: the caller raises; its row reads nothing
         m_t = max_of(z[i], c)
-        e = np.empty(c, z.dtype)  # per row: threads must not share it
-        for j in range(c):
-            e[j] = fast_exp(z[i, j] - m_t)
         s = 0.0
         total = 0.0
-        for j in range(c):
-            s += e[j]
+        for j in range(c):  # no probabilities stored: only their sum is needed
+            s += fast_exp(z[i, j] - m_t)
             total += z[i, j]
         row_lse = m_t + math.log(s)
         lse[i] = row_lse
-        if keep[i]:
-            loss = -(1.0 - eps) * (z[i, target[i]] - row_lse)
-            if eps != 0.0:
-                loss -= eps * (total / c - row_lse)
-            losses[i] = loss
-        else:
-            losses[i] = 0.0
-    return kept
+        # (conditional expressions, not statements: see the NOTE above)
+        smoothing = eps * (total / c - row_lse) if eps != 0.0 else 0.0
+        loss = -(1.0 - eps) * (z[i, t] - row_lse) - smoothing if ok else 0.0
+        losses[i] = loss
+    # NOTE: summed after the parallel loop, in row order: the same sum at any thread count (and
+    # a third reduction inside prange made numba's parfor fail: "unexpected cycle in lookup")
+    loss_sum = 0.0
+    for i in range(rows):
+        loss_sum += losses[i]
+    return kept, bad, loss_sum
 
 
 @twin_jit
@@ -149,13 +154,15 @@ def log_softmax_backward(z, g):
 
 def cross_entropy_forward(z, target, ignore_index, eps):
     """Per-row losses -(1-ε)·log p[target] - ε·mean(log p) (0 where the target is
-    `ignore_index`), each row's log-sum-exp, which rows count (`keep`) and how many, for logits
-    z (rows, C) and int64 targets (rows,) in range or equal to `ignore_index`."""
+    `ignore_index`), each row's log-sum-exp, which rows count (`keep`), for logits z (rows, C)
+    and int64 targets (rows,). Also returns how many rows count, how many ids are out of range
+    (neither in [0, C) nor `ignore_index`: their rows are not computed, the caller raises) and
+    the sum of the losses, accumulated in float64 (so the mean needs no pass of its own)."""
     rows = z.shape[0]
     losses, lse, keep = np.empty(rows, z.dtype), np.empty(rows, np.float64), np.empty(rows, bool)
     kernel = pick(_cross_entropy_forward, z.size)
-    kept = kernel(z, target, ignore_index, float(eps), losses, lse, keep)
-    return losses, lse, keep, kept
+    kept, bad, loss_sum = kernel(z, target, ignore_index, float(eps), losses, lse, keep)
+    return losses, lse, keep, kept, bad, loss_sum
 
 
 def cross_entropy_backward(z, target, keep, lse, eps, scale):
