@@ -1,9 +1,10 @@
 """Per-op overhead of tinytensor vs PyTorch eager on the CPU: forward + backward on small tensors.
 
-    python benchmarks/bench_ops.py              # the full table (about a minute)
+    python benchmarks/bench_ops.py              # the full table (a few minutes)
     python benchmarks/bench_ops.py --quick      # fewer repeats, for a smoke run
     python benchmarks/bench_ops.py --only add,matmul
-    python benchmarks/bench_ops.py --rounds 5          # more alternating rounds (default 3)
+    python benchmarks/bench_ops.py --repeats 15       # more interleaved repeats (default 15)
+    python benchmarks/bench_ops.py --baseline ../old  # also another checkout's tinytensor
 
 At these sizes the arithmetic costs next to nothing, so the time per op is the framework's own
 overhead: building the graph node, wrapping outputs, walking the graph backwards and accumulating
@@ -12,14 +13,20 @@ extra `sum` node is timed), then clears the leaves' `.grad`, identically in both
 
 Fairness:
 - Each library runs in its own process (NumPy's and PyTorch's thread pools and allocators slow
-  each other in one process: single calls of 300 µs and more showed up there), in rounds that
-  alternate which library goes first; each case reports the best time over the rounds.
+  each other in one process: single calls of 300 µs and more showed up there). The processes
+  stay alive and take turns at a fine grain: one measurement (a few milliseconds) of one case in
+  one library, then the same in the other, alternating which goes first. On a shared machine
+  whose speed drifts by tens of percent over seconds to minutes, both libraries then see the
+  same drift; each number is the best over the repeats (the usual `timeit` practice: the
+  minimum is the least disturbed). Whole-suite rounds per process, as before, let one library's
+  round fall into a slow minute and moved the geometric means by 0.3 between runs.
+- `--baseline PATH` runs a third worker on the tinytensor of another checkout (PYTHONPATH=PATH),
+  interleaved the same way, and adds a column: this tinytensor's time over that one's.
 - One thread each: PyTorch runs with `torch.set_num_threads(1)` and OpenBLAS (NumPy's matmul)
   with OPENBLAS_NUM_THREADS=1 unless set otherwise. NumPy's elementwise kernels are
   single-threaded anyway; at these sizes threads only add synchronization, and on a busy 2-core
   machine OpenBLAS's threads made small matmuls several times slower.
-- Both libraries compute in float32 on the same shapes; the timer takes the best of several
-  repeats of many iterations (the usual `timeit` practice: the minimum is the least disturbed).
+- Both libraries compute in float32 on the same shapes.
 - OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE, where the machine sets them, slow NumPy's BLAS; they are
   reported in the header rather than changed, since tinytensor users run with them too.
 """
@@ -235,9 +242,12 @@ def _cases(only):
     return cases
 
 
-def worker(lib_name, only, quick):
-    """Times every case with one library, in this process; prints JSON
-    {case: [forward, forward under no_grad, forward + backward]}."""
+MODES = ("forward (graph)", "forward, no_grad", "forward + backward")
+
+
+def serve(lib_name, only, quick):
+    """The worker: builds every case, then answers requests from the driver, one per line on
+    stdin ("case index, mode index"), with one measurement in µs per line on stdout."""
     global torch
     if lib_name == "torch":
         import torch as torch_module
@@ -245,64 +255,111 @@ def worker(lib_name, only, quick):
         torch = torch_module
         torch.set_num_threads(1)
         lib = torch
+        print(json.dumps([torch.__version__, torch.get_num_threads()]), flush=True)
     else:
         lib = tt
-    number, repeat = (200, 3) if quick else (1000, 7)
-    times = {}
-    for name, build in _cases(only):
+        print(json.dumps([tt.__version__, None]), flush=True)
+    number = 100 if quick else 500
+    steps = []
+    for _, build in _cases(only):
         forward_only, step = build(lib)
-        recorded = _best_time_us(forward_only, number, repeat)
-        with lib.no_grad():  # inference: generation and evaluation record no graph
-            inference = _best_time_us(forward_only, number, repeat)
-        times[name] = [recorded, inference, _best_time_us(step, number, repeat)]
-    if lib is torch:
-        times["_about"] = [torch.__version__, torch.get_num_threads()]
-    print(json.dumps(times))
+        for fn in (forward_only, step):  # warm-up: caches, lazy imports, allocator pools
+            for _ in range(max(3, number // 10)):
+                fn()
+        steps.append((forward_only, step))
+    for line in sys.stdin:
+        case, mode = map(int, line.split())
+        forward_only, step = steps[case]
+        if mode == 1:  # inference: generation and evaluation record no graph
+            with lib.no_grad():
+                print(_best_time_us(forward_only, number, 1), flush=True)
+        else:
+            print(_best_time_us(step if mode == 2 else forward_only, number, 1), flush=True)
 
 
-def _run_worker(lib_name, args):
-    cmd = [sys.executable, os.path.abspath(__file__), "--worker", lib_name, "--only", args.only]
-    cmd += ["--quick"] if args.quick else []
-    out = subprocess.run(cmd, capture_output=True, text=True)
-    if out.returncode != 0:
-        raise RuntimeError(f"bench_ops: the {lib_name} worker failed:\n{out.stderr[-2000:]}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+class _Worker:
+    """One library's serving process (see `serve`)."""
+
+    def __init__(self, lib_name, args, pythonpath=None):
+        cmd = [sys.executable, os.path.abspath(__file__), "--worker", lib_name]
+        cmd += ["--only", args.only] + (["--quick"] if args.quick else [])
+        env = dict(os.environ)
+        if pythonpath:
+            env["PYTHONPATH"] = os.path.abspath(pythonpath)
+        self.name = lib_name if not pythonpath else f"baseline ({pythonpath})"
+        self.proc = subprocess.Popen(
+            cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env
+        )
+        self.about = json.loads(self._line())
+
+    def _line(self):
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f"bench_ops: the {self.name} worker stopped (see its stderr)")
+        return line
+
+    def measure(self, case, mode):
+        self.proc.stdin.write(f"{case} {mode}\n")
+        self.proc.stdin.flush()
+        return float(self._line())
+
+    def close(self):
+        self.proc.stdin.close()
+        self.proc.wait()
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer iterations (smoke run)")
     parser.add_argument("--only", default="", help="comma-separated case names to run")
-    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds per library")
+    parser.add_argument("--repeats", type=int, default=15, help="interleaved measurements each")
+    parser.add_argument("--baseline", help="another checkout whose tinytensor to compare")
     parser.add_argument("--worker", choices=("torch", "tinytensor"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
-        return worker(args.worker, args.only, args.quick)
+        return serve(args.worker, args.only, args.quick)
 
-    best = {"torch": {}, "tinytensor": {}}  # case -> its three times, the minima over the rounds
-    about = None
-    for r in range(max(1, args.rounds)):
-        for lib_name in ("torch", "tinytensor") if r % 2 == 0 else ("tinytensor", "torch"):
-            times = _run_worker(lib_name, args)
-            about = times.pop("_about", about)
-            for name, new in times.items():
-                old = best[lib_name].get(name, [math.inf] * len(new))
-                best[lib_name][name] = [min(a, b) for a, b in zip(old, new)]
+    workers = [_Worker("torch", args), _Worker("tinytensor", args)]
+    if args.baseline:
+        workers.append(_Worker("tinytensor", args, pythonpath=args.baseline))
+    cases = _cases(args.only)
+    best = [[[math.inf] * len(MODES) for _ in cases] for _ in workers]
+    repeats = 2 if args.quick else max(1, args.repeats)
+    for r in range(repeats):
+        for c in range(len(cases)):
+            for m in range(len(MODES)):
+                turn = workers[r % len(workers) :] + workers[: r % len(workers)]
+                for w in turn:
+                    i = workers.index(w)
+                    best[i][c][m] = min(best[i][c][m], w.measure(c, m))
+    for w in workers:
+        w.close()
 
-    print(_header(*about))
+    print(_header(*workers[0].about))
     print(f"microseconds per call, {N}x{N} float32 (MLP: batch {BATCH}, hidden {HIDDEN}); best of")
-    print(f"{args.rounds} rounds, each library in its own process")
-    groups = ("forward (graph)", "forward, no_grad", "forward + backward")
-    print(f"{'':<16}" + "".join(f" {'-- ' + g + ' --':>23}" for g in groups))
-    print(f"{'case':<16}" + f"{'torch':>8}{'tt':>8}{'tt/pt':>8}" * len(groups))
-    ratios = [[] for _ in groups]
-    for name, _ in _cases(args.only):
+    print(f"{repeats} measurements interleaved between the libraries' processes")
+    print(f"{'':<16}" + "".join(f" {'-- ' + g + ' --':>23}" for g in MODES))
+    print(f"{'case':<16}" + f"{'torch':>8}{'tt':>8}{'tt/pt':>8}" * len(MODES))
+    ratios = [[] for _ in MODES]
+    for c, (name, _) in enumerate(cases):
         row = f"{name:<16}"
-        for i, (t_torch, t_tt) in enumerate(zip(best["torch"][name], best["tinytensor"][name])):
-            ratios[i].append(t_tt / t_torch)
-            row += f"{t_torch:>8.1f}{t_tt:>8.1f}{ratios[i][-1]:>8.2f}"
+        for m in range(len(MODES)):
+            t_torch, t_tt = best[0][c][m], best[1][c][m]
+            ratios[m].append(t_tt / t_torch)
+            row += f"{t_torch:>8.1f}{t_tt:>8.1f}{ratios[m][-1]:>8.2f}"
         print(row)
     print(f"{'geometric mean':<16}" + "".join(f"{_geomean(r):>24.2f}" for r in ratios))
+    if args.baseline:
+        print(f"\nthis tinytensor / the baseline's ({args.baseline}), same measurements:")
+        print(f"{'case':<16}" + "".join(f"{m:>20}" for m in MODES))
+        against = [[] for _ in MODES]
+        for c, (name, _) in enumerate(cases):
+            row = f"{name:<16}"
+            for m in range(len(MODES)):
+                against[m].append(best[1][c][m] / best[2][c][m])
+                row += f"{best[2][c][m]:>8.1f} ->{best[1][c][m]:>6.1f}{against[m][-1]:>6.2f}"
+            print(row)
+        print(f"{'geometric mean':<16}" + "".join(f"{_geomean(r):>20.2f}" for r in against))
 
 
 def _geomean(values):
