@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 
-from .inplace import note_saved, version_counter
+from .inplace import note_saved
 from .tensor import Tensor, devices_mismatch_error
 
 _grad_enabled = True
@@ -79,9 +79,8 @@ class Function:
             raise _op_error(cls.__name__, inputs, e) from e
         result = _wrap(out, records, ctx if records else None)
         if cls.may_alias and out.__class__ is kind and shares_memory(out, arrays[0]):
-            # a view shares its base's version counter, and knows its base (PyTorch's ._base)
+            # a view knows its base (PyTorch's ._base), whose version counter it shares
             base = inputs[0]
-            result._version_counter = version_counter(base)
             result._base = base if base._base is None else base._base
         if records:
             if ctx.__dict__:  # what forward saved (the engine's fields are slots, not in here)

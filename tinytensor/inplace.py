@@ -47,11 +47,19 @@ class VersionCounter:
 
 
 def version_counter(t) -> VersionCounter:
-    """The tensor's version counter, created on first need."""
+    """The tensor's version counter, created on first need. A view keeps none of its own: its
+    storage's counter is its base's (so making a view costs no counter)."""
+    if t._base is not None:
+        t = t._base
     counter = t._version_counter
     if counter is None:
         counter = t._version_counter = VersionCounter()
     return counter
+
+
+def counter_of(t):
+    """The tensor's version counter if it has one yet (None means version 0), without making one."""
+    return (t if t._base is None else t._base)._version_counter
 
 
 def _root(array):
@@ -79,9 +87,10 @@ def note_saved(ctx, out, result) -> None:
     to it, or to a view of it, is seen. The id identifies the output's memory: a saved array has
     been alive since forward, as the output was then, so an equal id is the same object.
     """
-    counter = result._version_counter
+    owner = result if result._base is None else result._base  # a view: its base's counter
+    counter = owner._version_counter
     if counter is None:
-        counter = result._version_counter = VersionCounter()
+        counter = owner._version_counter = VersionCounter()
     base = out.base
     ctx.saved_at = (VersionCounter.clock, counter, id(out if base is None else base))
 
@@ -125,7 +134,7 @@ def record_saved_versions(ctx) -> None:
         if which == -1:
             entries.append((-1, out_counter.value, out_counter))
         else:
-            counter = ctx.inputs[which]._version_counter
+            counter = counter_of(ctx.inputs[which])
             entries.append((which, 0 if counter is None else counter.value, None))
     ctx.saved_versions = tuple(entries)
     ctx.saved_at = None
@@ -138,12 +147,12 @@ def check_saved_versions(ctx) -> None:
         if clock == VersionCounter.clock:
             return  # nothing anywhere was modified in place since the node was recorded
         for which in _saved_owners(ctx, [x._array for x in ctx.inputs], out_memory):
-            counter = out_counter if which == -1 else ctx.inputs[which]._version_counter
+            counter = out_counter if which == -1 else counter_of(ctx.inputs[which])
             if counter is not None and counter.changed_at > clock:
                 raise _modified_error(ctx, which, counter)
     for which, version, counter in ctx.saved_versions:
         if counter is None:
-            counter = ctx.inputs[which]._version_counter
+            counter = counter_of(ctx.inputs[which])
         if counter is not None and counter.value != version:
             raise _modified_error(ctx, which, counter)
 

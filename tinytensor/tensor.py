@@ -77,7 +77,7 @@ class Tensor:
         "_grad",  # `.grad`, set through a property that checks shape, dtype and device
         "_ctx",  # the Function node that made this tensor; None for leaves
         "_retains_grad",
-        "_version_counter",  # shared by all views of one storage; created on first need
+        "_version_counter",  # in-place changes of the storage, made on first need (a view: None)
         "_base",  # the tensor this one is a view of (None if it owns its storage)
         "_hooks",  # {"grad": [...], "post_accumulate": [...]} once a hook is registered
         "__weakref__",
@@ -144,7 +144,8 @@ class Tensor:
             raise TypeError(f"data: expected a Tensor, got {type(value).__name__}")
         if value._array is not self._array:  # `p.data -= x` writes back the same storage
             self._array = value._array
-            self._version_counter = None  # another storage: a counter of its own
+            # another storage: a counter of its own, and no longer a view of anything
+            self._version_counter = self._base = None
 
     @property
     def grad(self):
@@ -176,7 +177,7 @@ class Tensor:
     @property
     def _version(self) -> int:
         """How many times this tensor's storage was modified in place (PyTorch's `_version`)."""
-        counter = self._version_counter
+        counter = _inplace.counter_of(self)
         return 0 if counter is None else counter.value
 
     def _bump_version(self, op="an in-place update") -> None:

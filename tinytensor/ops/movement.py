@@ -196,17 +196,12 @@ class Triangle(Function):
 
 def reshape(x, *shape):
     shape = sizes(shape, "reshape", allow_minus_one=True)
-    size = x._array.size
-    # NOTE: tuple methods and math.prod, no Python loop: reshape is often a whole op's cost
-    if -1 in shape:  # one dim inferred from the others
-        known = -math.prod(shape)
-        if shape.count(-1) > 1 or known == 0 or size % known:
-            raise ValueError(f"reshape: cannot view a tensor of shape {x.shape} as shape {shape}")
-        i = shape.index(-1)
-        shape = shape[:i] + (size // known,) + shape[i + 1 :]
-    elif math.prod(shape) != size:
-        raise ValueError(f"reshape: cannot view a tensor of shape {x.shape} as shape {shape}")
-    return Reshape.apply(x, shape=shape)
+    try:  # NOTE: NumPy infers a -1 and checks the sizes; only a failure pays for our message
+        return Reshape.apply(x, shape=shape)
+    except ValueError:
+        raise ValueError(
+            f"reshape: cannot view a tensor of shape {x.shape} as shape {shape}"
+        ) from None
 
 
 view = reshape
