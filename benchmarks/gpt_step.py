@@ -1,7 +1,7 @@
 """The GPT training step, tinytensor against eager PyTorch, each library in its own process.
 
     python benchmarks/gpt_step.py                    # configs A and B at 1 and 2 threads
-    python benchmarks/gpt_step.py --rounds 5 --scaling   # also tokens/s against threads
+    python benchmarks/gpt_step.py --rounds 20 --scaling  # also tokens/s against threads
     python benchmarks/gpt_step.py --quick            # a smoke run
     python benchmarks/gpt_step.py --compare-blas     # also tinytensor with OpenBLAS, not MKL
 
@@ -12,17 +12,20 @@ eager PyTorch (benchmarks/train_gpt_torch.py's TorchGPT) + `torch.optim.AdamW`.
   B: vocab 256, width 256, 6 layers, 8 heads, context 128, batch 8
 
 Fairness:
-- Each measurement is a fresh process (NumPy's and PyTorch's thread pools slow each other down
-  when they share one), and the libraries alternate within each round, so a slow spell on a
-  shared machine hits both; the table reports the median over rounds and the spread of the
-  ratio, which is the noise.
+- Each library runs in its own process (NumPy's and PyTorch's thread pools slow each other down
+  when they share one), one per config and thread count, kept alive while the libraries take
+  turns: a round is a few steps of each, alternating who goes first. A slow spell of a shared
+  machine (here the speed drifted by tens of percent over seconds to minutes) then falls on
+  all libraries alike, where a fresh process per 20-step measurement let one library's whole
+  measurement land in it. The table reports the median over rounds and the spread of the
+  per-round ratio, which is the noise.
 - n threads means: `torch.set_num_threads(n)` for PyTorch; `tt.set_num_threads(n)` for
   tinytensor (its one pool for the fused kernels and the split matrix products), and
   OMP/OPENBLAS_NUM_THREADS=n for both. tinytensor's products call MKL when the `mkl` extra is
   installed (the header says which), else OpenBLAS; "tinytensor (OpenBLAS)" forces OpenBLAS.
 - "tinytensor (NumPy ops)" runs the same model with `tt.cpu_kernels("numpy")`: the readable
   reference ops, i.e. what the fused kernels replace.
-- Each process times `--steps` steps after `--warmup` (the fused kernels load from numba's
+- Each process warms up with `--warmup` steps first (the fused kernels load from numba's
   on-disk cache; a first run on a machine compiles them, which the warm-up absorbs).
 """
 
@@ -49,8 +52,8 @@ LABELS = {
 }
 
 
-def worker(lib, config, threads, steps, warmup):
-    """Runs in the child: builds the model, times the steps, prints one JSON line."""
+def build_step(lib, config, threads):
+    """Runs in the child: builds the model and returns one training step as a function."""
     import numpy as np
 
     c = CONFIGS[config]
@@ -99,42 +102,99 @@ def worker(lib, config, threads, steps, warmup):
             model(x, y).loss.backward()
             opt.step()
 
-    for _ in range(warmup):
-        step()
+    return step
+
+
+def _timed(step, steps):
     times = []
     for _ in range(steps):
         start = time.perf_counter()
         step()
-        times.append(time.perf_counter() - start)
-    print(json.dumps({"ms": 1e3 * statistics.median(times)}))
+        times.append(1e3 * (time.perf_counter() - start))
+    return times
 
 
-def measure(lib, config, threads, steps, warmup):
-    """ms/step in a fresh process; threads=0 leaves every thread setting at its default."""
+def worker(lib, config, threads, steps, warmup):
+    """One measurement in a fresh process (`measure`): prints the median step as one JSON line."""
+    step = build_step(lib, config, threads)
+    _timed(step, warmup)
+    print(json.dumps({"ms": statistics.median(_timed(step, steps))}))
+
+
+def serve(lib, config, threads, warmup):
+    """A persistent worker (`run_rounds`): builds and warms up, says "ready", then for each line
+    on stdin (a step count) runs that many steps and prints their times (ms) as a JSON list."""
+    step = build_step(lib, config, threads)
+    _timed(step, warmup)
+    print("ready", flush=True)
+    for line in sys.stdin:
+        print(json.dumps(_timed(step, int(line))), flush=True)
+
+
+def _env(lib, threads):
     env = dict(os.environ)
     if lib == "tinytensor-openblas":
         env["TINYTENSOR_BLAS"] = "openblas"
     if threads:
         env.update(OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads))
+    return env
+
+
+def measure(lib, config, threads, steps, warmup):
+    """ms/step in a fresh process; threads=0 leaves every thread setting at its default."""
     cmd = [sys.executable, os.path.abspath(__file__), "--worker", lib, config, str(threads)]
     cmd += ["--steps", str(steps), "--warmup", str(warmup)]
-    out = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    out = subprocess.run(cmd, env=_env(lib, threads), capture_output=True, text=True)
     if out.returncode != 0:
         raise RuntimeError(f"{lib} {config} {threads} threads failed:\n{out.stderr[-2000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])["ms"]
 
 
+class _Server:
+    """One library's persistent worker process for one config and thread count (`serve`)."""
+
+    def __init__(self, lib, config, threads, warmup):
+        cmd = [sys.executable, os.path.abspath(__file__), "--serve", lib, config, str(threads)]
+        cmd += ["--warmup", str(warmup)]
+        self.name = f"{lib} {config} {threads} threads"
+        self.proc = subprocess.Popen(
+            cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=_env(lib, threads)
+        )
+        self._line()  # "ready"
+
+    def _line(self):
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f"gpt_step: the {self.name} worker stopped (see its stderr)")
+        return line
+
+    def steps(self, n):
+        self.proc.stdin.write(f"{n}\n")
+        self.proc.stdin.flush()
+        return json.loads(self._line())
+
+    def close(self):
+        self.proc.stdin.close()
+        self.proc.wait()
+
+
 def run_rounds(configs, thread_counts, libs, rounds, steps, warmup):
-    """{(config, threads, lib): [ms per round]}, libraries alternating inside each round."""
+    """{(config, threads, lib): [median ms of each round]}. For each config and thread count, one
+    persistent process per library; in each round every library runs `steps` steps, taking turns
+    (alternating who goes first), so a slow spell of the machine falls on all of them."""
     results = {}
-    for r in range(rounds):
-        for config in configs:
-            for threads in thread_counts:
-                order = libs if r % 2 == 0 else tuple(reversed(libs))
-                for lib in order:
-                    ms = measure(lib, config, threads, steps, warmup)
-                    results.setdefault((config, threads, lib), []).append(ms)
-        print(f"  round {r + 1}/{rounds} done", file=sys.stderr, flush=True)
+    for config in configs:
+        for threads in thread_counts:
+            servers = {lib: _Server(lib, config, threads, warmup) for lib in libs}
+            try:
+                for r in range(rounds):
+                    for lib in libs if r % 2 == 0 else tuple(reversed(libs)):
+                        ms = statistics.median(servers[lib].steps(steps))
+                        results.setdefault((config, threads, lib), []).append(ms)
+            finally:
+                for server in servers.values():
+                    server.close()
+            print(f"  config {config}, {threads} threads done", file=sys.stderr, flush=True)
     return results
 
 
@@ -175,8 +235,9 @@ def print_scaling_table(results, config, thread_counts, libs):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--worker", nargs=3, metavar=("LIB", "CONFIG", "THREADS"))
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--serve", nargs=3, help=argparse.SUPPRESS)
+    parser.add_argument("--rounds", type=int, default=12, help="turns of each library")
+    parser.add_argument("--steps", type=int, default=4, help="steps per turn")
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--threads", default="1,2", help="comma-separated thread counts")
     parser.add_argument("--configs", default="A,B")
@@ -190,8 +251,12 @@ def main():
         lib, config, threads = args.worker
         worker(lib, config, int(threads), args.steps, args.warmup)
         return
+    if args.serve:
+        lib, config, threads = args.serve
+        serve(lib, config, int(threads), args.warmup)
+        return
     if args.quick:
-        args.rounds, args.steps, args.warmup = 1, 5, 2
+        args.rounds, args.steps, args.warmup = 2, 2, 2
     configs = args.configs.split(",")
     thread_counts = [int(t) for t in args.threads.split(",")]
     import platform
@@ -205,7 +270,7 @@ def main():
     print(f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, load average "
           f"{os.getloadavg()[0]:.1f}; numpy {numpy.__version__}, torch {torch.__version__}; "
           f"tinytensor's products: {mkl_blas.name()}; "
-          f"{args.rounds} rounds x {args.steps} steps (median step)")  # fmt: skip
+          f"{args.rounds} rounds x {args.steps} steps per library (median step)")  # fmt: skip
     results = run_rounds(configs, thread_counts, libs, args.rounds, args.steps, args.warmup)
     print_step_table(results, configs, thread_counts, libs)
     if args.scaling:

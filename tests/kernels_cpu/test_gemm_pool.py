@@ -85,9 +85,10 @@ def test_transposed_product_and_column_sums(dtype, shape, blas):
     assert gemm.transposed_product(a, b)[1] is None
 
 
-def test_transposed_product_does_not_depend_on_the_thread_count(blas):
+@pytest.mark.parametrize("p, q", [(96, 200), (200, 96)])  # blocks of out's columns, rows
+def test_transposed_product_does_not_depend_on_the_thread_count(blas, p, q):
     rng = np.random.default_rng(2)
-    a, b = randn(rng, (1500, 96), np.float32), randn(rng, (1500, 200), np.float32)
+    a, b = randn(rng, (1500, p), np.float32), randn(rng, (1500, q), np.float32)
     results = []
     for n in (1, 2, 3, 2):
         tt.set_num_threads(n)

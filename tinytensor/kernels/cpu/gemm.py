@@ -16,9 +16,9 @@ single-threaded BLAS call run by the same pool: MKL's where the `mkl` extra is i
   row as one unsplit call does, so the product is NumPy's bit for bit, whatever the thread
   count (unaligned blocks differed in the last bit in 5 of 60 cases tried, aligned in none).
 - aᵀ @ b (weight gradients) sums over the rows of a and b. With MKL: a fixed number of blocks
-  of the result's rows, each one product over all the rows; with OpenBLAS: a fixed number of
-  row chunks, each a partial product, added in chunk order. Either way the result does not
-  depend on the thread count. The column sums of a (a bias gradient) come from the same pass.
+  of the result's rows or columns (its longer side), each one product over all the rows; with
+  OpenBLAS: a fixed number of row chunks, each a partial product, added in chunk order. Either
+  way the result does not depend on the thread count. The column sums of a (a bias gradient) come from the same pass.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ ROW_ALIGN = 48  # a multiple of every row group OpenBLAS's x86 kernels use (4, 8
 MIN_MULTIPLY_ADDS = 1 << 21  # below ~2M multiply-adds one thread beats starting the pool
 TRANSPOSED_CHUNKS = 4  # partial products of aᵀ @ b (OpenBLAS): fixed, so results reproduce
 MIN_CHUNK_ROWS = 64
-# MKL's aᵀ @ b goes in blocks of the result's rows instead, each one product over all of a's
+# MKL's aᵀ @ b goes in blocks of the result's rows or columns instead, each one product over a's
 # rows: no partial products to add afterwards (a single-threaded pass over 4x the weight
 # gradient). The products themselves measured level with the chunks' (within the noise) and with
 # PyTorch's mm. Fixed, so the result does not depend on the thread count.
@@ -100,18 +100,25 @@ def _rows_product_mkl(gemm, a, b, b_transposed, bias, out, blocks, align):
 
 
 @twin_jit
-def _transposed_product_mkl(gemm, a, b, out, column_sums, blocks):
-    """out = aᵀ @ b in blocks of out's rows (a's columns), each one gemm over every row of a and
-    b; the column sums of a come from the same block (float64 accumulators)."""
+def _transposed_product_mkl(gemm, a, b, out, column_sums, blocks, by_columns):
+    """out = aᵀ @ b in blocks of out's rows (a's columns), or of its columns (b's) when
+    `by_columns`, each one gemm over every row of a and b; the column sums of a come from the
+    same blocks (float64 accumulators)."""
     rows, p = a.shape
     q = b.shape[1]
     size = a.itemsize
     for blk in prange(blocks):
-        c0, c1 = _row_block(blk, blocks, p, COLUMN_ALIGN)
-        gemm(ROW_MAJOR, TRANS, NO_TRANS, c1 - c0, q, rows, 1.0, a.ctypes.data + c0 * size, p,
-             b.ctypes.data, q, 0.0, out.ctypes.data + c0 * q * size, q)  # fmt: skip
+        if by_columns:
+            c0, c1 = _row_block(blk, blocks, q, COLUMN_ALIGN)
+            gemm(ROW_MAJOR, TRANS, NO_TRANS, p, c1 - c0, rows, 1.0, a.ctypes.data, p,
+                 b.ctypes.data + c0 * size, q, 0.0, out.ctypes.data + c0 * size, q)  # fmt: skip
+        else:
+            c0, c1 = _row_block(blk, blocks, p, COLUMN_ALIGN)
+            gemm(ROW_MAJOR, TRANS, NO_TRANS, c1 - c0, q, rows, 1.0, a.ctypes.data + c0 * size, p,
+                 b.ctypes.data, q, 0.0, out.ctypes.data + c0 * q * size, q)  # fmt: skip
         if column_sums is not None:
-            _add_column_sums(a, 0, rows, c0, c1, column_sums)
+            s0, s1 = _row_block(blk, blocks, p, COLUMN_ALIGN)
+            _add_column_sums(a, 0, rows, s0, s1, column_sums)
 
 
 @numba.njit(**JIT_OPTIONS, parallel=True)
@@ -185,12 +192,17 @@ def transposed_product(a, b, want_column_sums=False):
 
 
 def _transposed_product_by_columns(gemm, a, b, want_column_sums):
-    """MKL's aᵀ @ b: blocks of the result's rows, a fixed number whatever the thread count."""
+    """MKL's aᵀ @ b: blocks of the result's rows or columns, whichever it has more of, a fixed
+    number whatever the thread count."""
     p, q = a.shape[1], b.shape[1]
     out = buffers.empty((p, q), a.dtype)
     sums = np.zeros(p) if want_column_sums else None
-    blocks = max(1, min(TRANSPOSED_BLOCKS, p // COLUMN_ALIGN))
+    # NOTE: splitting the longer side packs the other operand whole once per block: (1024,256)ᵀ
+    # @ (1024,1024) in 4 blocks of out's 64 rows packed the 4 MB b four times (2.96 ms, 2 threads),
+    # in 4 blocks of its 256 columns 2.10 ms; the other way round, rows win (2.82 against 4.03)
+    by_columns = q > p
+    blocks = max(1, min(TRANSPOSED_BLOCKS, (q if by_columns else p) // COLUMN_ALIGN))
     split = worth_threads(a.shape[0], p, q)
     kernel = _transposed_product_mkl.parallel if split else _transposed_product_mkl.serial
-    kernel(gemm, a, b, out, sums, blocks)  # one after the other or not: the same calls
+    kernel(gemm, a, b, out, sums, blocks, by_columns)  # one after the other or not: the same
     return out, (sums.astype(a.dtype) if want_column_sums else None)
