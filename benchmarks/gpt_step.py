@@ -4,6 +4,7 @@
     python benchmarks/gpt_step.py --rounds 20 --scaling  # also tokens/s against threads
     python benchmarks/gpt_step.py --quick            # a smoke run
     python benchmarks/gpt_step.py --compare-blas     # also tinytensor with OpenBLAS, not MKL
+    python benchmarks/gpt_step.py --baseline ../old  # also another checkout's tinytensor
 
 One step = forward, cross-entropy, backward and AdamW on every parameter, float32, dropout 0.
 tinytensor = `models.GPT` + `tt.optim.AdamW`; PyTorch = the same GPT-2 architecture written in
@@ -49,6 +50,7 @@ LABELS = {
     "tinytensor": "tinytensor",
     "tinytensor-numpy": "tt (NumPy ops)",
     "tinytensor-openblas": "tinytensor (OpenBLAS)",
+    "tinytensor-baseline": "tt (baseline)",
 }
 
 
@@ -135,6 +137,8 @@ def _env(lib, threads):
     env = dict(os.environ)
     if lib == "tinytensor-openblas":
         env["TINYTENSOR_BLAS"] = "openblas"
+    if lib == "tinytensor-baseline":  # another checkout's tinytensor (--baseline PATH)
+        env["PYTHONPATH"] = os.path.abspath(os.environ["GPT_STEP_BASELINE"])
     if threads:
         env.update(OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads))
     return env
@@ -246,6 +250,7 @@ def main():
     parser.add_argument(
         "--compare-blas", action="store_true", help="also tinytensor with OpenBLAS instead of MKL"
     )
+    parser.add_argument("--baseline", help="also the tinytensor of another checkout (a path)")
     args = parser.parse_args()
     if args.worker:
         lib, config, threads = args.worker
@@ -267,6 +272,9 @@ def main():
     from tinytensor.kernels.cpu import mkl_blas
 
     libs = LIBS + (("tinytensor-openblas",) if args.compare_blas else ())
+    if args.baseline:
+        os.environ["GPT_STEP_BASELINE"] = args.baseline
+        libs += ("tinytensor-baseline",)
     print(f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, load average "
           f"{os.getloadavg()[0]:.1f}; numpy {numpy.__version__}, torch {torch.__version__}; "
           f"tinytensor's products: {mkl_blas.name()}; "

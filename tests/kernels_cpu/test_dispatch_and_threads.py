@@ -155,3 +155,43 @@ def test_kernels_from_several_python_threads_at_once():
             results = list(pool.map(work, range(8)))
     for r in results:
         np.testing.assert_allclose(r, expected, rtol=1e-6, atol=1e-6)
+
+
+_SHOW_FEATURES = (
+    "import tinytensor as tt, numba; tt.nn.functional.gelu(tt.randn(8, 8)); "
+    "print(numba.config.CPU_FEATURES or '')"
+)
+
+
+def _features_after_a_kernel(env_extra):
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NUMBA_CPU_")}
+    env.update(env_extra)
+    out = subprocess.run(
+        [sys.executable, "-c", _SHOW_FEATURES], env=env, capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    return out.stdout.strip()
+
+
+def test_wide_vectors_where_the_cpu_has_avx512():
+    """LLVM's 256-bit preference is lifted on AVX-512 CPUs that keep their clock (the kernels'
+    loops then fill 512-bit registers), and only there."""
+    import llvmlite.binding as llvm
+
+    host = llvm.get_host_cpu_features()
+    wide = bool(host.get("avx512f")) and llvm.get_host_cpu_name() not in (
+        "skylake-avx512", "cascadelake", "cooperlake", "cannonlake", "knl", "knm",
+    )  # fmt: skip
+    features = _features_after_a_kernel({})
+    if wide:
+        assert features == host.flatten() + ",-prefer-256-bit"
+    else:
+        assert features == ""
+
+
+def test_wide_vectors_leave_the_users_numba_cpu_settings_alone():
+    assert _features_after_a_kernel({"NUMBA_CPU_FEATURES": "+sse2"}) == "+sse2"

@@ -18,7 +18,8 @@ single-threaded BLAS call run by the same pool: MKL's where the `mkl` extra is i
 - aᵀ @ b (weight gradients) sums over the rows of a and b. With MKL: a fixed number of blocks
   of the result's rows or columns (its longer side), each one product over all the rows; with
   OpenBLAS: a fixed number of row chunks, each a partial product, added in chunk order. Either
-  way the result does not depend on the thread count. The column sums of a (a bias gradient) come from the same pass.
+  way the result does not depend on the thread count. The column sums of a (a bias gradient)
+  come from the same pass.
 """
 
 from __future__ import annotations
