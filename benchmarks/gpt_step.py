@@ -125,11 +125,13 @@ def worker(lib, config, threads, steps, warmup):
 
 def serve(lib, config, threads, warmup):
     """A persistent worker (`run_rounds`): builds and warms up, says "ready", then for each line
-    on stdin (a step count) runs that many steps and prints their times (ms) as a JSON list."""
+    on stdin (a step count) runs one untimed step and that many timed ones, and prints their
+    times (ms) as a JSON list."""
     step = build_step(lib, config, threads)
     _timed(step, warmup)
     print("ready", flush=True)
     for line in sys.stdin:
+        step()  # untimed: the other libraries' turns evicted this one's data from the caches
         print(json.dumps(_timed(step, int(line))), flush=True)
 
 
@@ -154,6 +156,9 @@ def measure(lib, config, threads, steps, warmup):
     return json.loads(out.stdout.strip().splitlines()[-1])["ms"]
 
 
+TURN_PAUSE = 0.05  # seconds between turns: PyTorch's OpenMP threads spin up to ~20 ms idle
+
+
 class _Server:
     """One library's persistent worker process for one config and thread count (`serve`)."""
 
@@ -173,6 +178,7 @@ class _Server:
         return line
 
     def steps(self, n):
+        time.sleep(TURN_PAUSE)  # the previous turn's OpenMP threads spin a while before sleeping
         self.proc.stdin.write(f"{n}\n")
         self.proc.stdin.flush()
         return json.loads(self._line())
@@ -203,8 +209,10 @@ def run_rounds(configs, thread_counts, libs, rounds, steps, warmup):
 
 
 def print_step_table(results, configs, thread_counts, libs):
-    print("\nGPT step, ms/step (median over rounds); ratio = tinytensor / PyTorch "
-          "(median, and min-max over rounds: the noise)")  # fmt: skip
+    print(
+        "\nGPT step, ms/step (median over rounds); ratio = tinytensor / PyTorch (median, and "
+        "min-max over rounds: the noise; fastest: the ratio of each one's fastest round)"
+    )
     compared = [lib for lib in libs if lib != "torch"]
     names = [LABELS[lib] for lib in libs] + [f"{LABELS[lib]} / PyTorch" for lib in compared]
     print("| config | threads | " + " | ".join(names) + " |")
@@ -218,7 +226,8 @@ def print_step_table(results, configs, thread_counts, libs):
                 per_round = [a / b for a, b in zip(ms[lib], ms["torch"])]
                 ratios.append(
                     f"{statistics.median(per_round):.2f} "
-                    f"({min(per_round):.2f}-{max(per_round):.2f})"
+                    f"({min(per_round):.2f}-{max(per_round):.2f}; "
+                    f"fastest {min(ms[lib]) / min(ms['torch']):.2f})"
                 )
             print(f"| {config} | {threads} | " + " | ".join(cells + ratios) + " |")
 

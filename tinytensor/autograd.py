@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from .backend import get_array_module
 from .inplace import check_saved_versions
+from .kernels.cpu.dispatch import PARALLEL_MIN_ELEMENTS, pooled_add
 from .tensor import Tensor
 
 
@@ -226,7 +227,11 @@ def backward(root, gradient=None, retain_graph=False):
                     _accumulate_leaf(x, gx)
             else:
                 pkey = id(parent)
-                grads[pkey] = gx if pkey not in grads else grads[pkey] + gx
+                if pkey in grads:  # a second path to the same tensor: the gradients add up
+                    earlier = grads[pkey]
+                    total = pooled_add(earlier, gx) if gx.size >= PARALLEL_MIN_ELEMENTS else None
+                    gx = earlier + gx if total is None else total
+                grads[pkey] = gx
         if sent is not None:
             trace.append(BackwardStep(ctx, g, tuple(sent)))
         if not retain_graph:

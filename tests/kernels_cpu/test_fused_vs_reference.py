@@ -386,3 +386,31 @@ def test_gelu_special_values_match_the_reference(dtype, approximate):
         with tt.cpu_kernels(mode):
             out[mode] = F.gelu(tt.tensor(x), approximate=approximate).numpy()
     np.testing.assert_allclose(out["numba"], out["numpy"], rtol=1e-6, atol=1e-30, equal_nan=True)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(BIG + 3,), (4, BIG // 64, 33)])
+def test_pooled_add_and_gradient_sums_are_numpys_bit_for_bit(dtype, shape, monkeypatch):
+    """The residual add and autograd's sum of two paths' gradients run on the pool at 2 threads;
+    an exactly rounded add, so the results equal NumPy's exactly."""
+    from tinytensor.kernels.cpu import add as add_kernel
+
+    calls = []
+    original = add_kernel.add
+    monkeypatch.setattr(add_kernel, "add", lambda a, b: calls.append(a.shape) or original(a, b))
+    rng = np.random.default_rng(11)
+    x_np, y_np = randn(rng, shape, dtype), randn(rng, shape, dtype)
+    g_np = randn(rng, shape, dtype)
+    tt.set_num_threads(2)
+    results = {}
+    for mode in ("numpy", "numba"):
+        x, y = tt.tensor(x_np, requires_grad=True), tt.tensor(y_np, requires_grad=True)
+        with tt.cpu_kernels(mode):
+            h = x * 2.0  # h reaches the output along two paths: its gradients add up
+            z = (h + y) + h * 3.0
+            z.backward(tt.tensor(g_np))
+        results[mode] = (z.numpy(), x.grad.numpy(), y.grad.numpy())
+    assert len(calls) >= 2, "the pooled add did not run (forward add and gradient sum)"
+    for fused, reference in zip(results["numba"], results["numpy"]):
+        np.testing.assert_array_equal(fused, reference)
+    np.testing.assert_array_equal(results["numpy"][0], (x_np * 2 + y_np) + x_np * 2 * 3)

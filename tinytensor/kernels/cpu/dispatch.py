@@ -184,6 +184,15 @@ def parallel_for(size: int) -> bool:
     )
 
 
+def pooled_add(a, b):
+    """a + b over the kernels' pool (kernels/cpu/add.py) when both are large enough for threads
+    and qualify (one shape, one float dtype, C-contiguous NumPy), else None: the caller adds."""
+    if a.size < PARALLEL_MIN_ELEMENTS or a.shape != b.shape or not parallel_for(a.size):
+        return None
+    fused = kernels_for("add", a, b)
+    return fused.add(a, b) if fused else None
+
+
 def twin_jit(py_func):
     """Compiles `py_func` twice: `.parallel` (prange over the pool) and `.serial` (one thread, no
     pool start-up), both cached on disk, float32 and float64 specialized on first call.
