@@ -206,6 +206,36 @@ def test_attention_scale_mask_softmax(dtype, shape, mask):
     assert_fused_matches_reference(build, [q, k, v], dtype)
 
 
+@pytest.mark.parametrize("scale", [-0.3, 0.0, 0.7])
+@pytest.mark.parametrize("mask", ["causal", "bool2d"])
+def test_attention_any_scale_sign(scale, mask):
+    """The kernel folds a positive scale into the exp (max(scale·s) = scale·max(s)); zero and
+    negative scales take the scale-first path. All match the reference."""
+    rng = np.random.default_rng(8)
+    q, k, v = (randn(rng, (2, 3, 40, 8), np.float32) for _ in range(3))
+    allowed = rng.random((40, 40)) > 0.4
+
+    def build(q, k, v):
+        attn_mask = tt.tensor(allowed) if mask == "bool2d" else None
+        return F.scaled_dot_product_attention(
+            q, k, v, attn_mask=attn_mask, is_causal=mask == "causal", scale=scale
+        )
+
+    tt.set_num_threads(2)
+    assert_fused_matches_reference(build, [q, k, v], np.float32)
+
+
+def test_attention_reads_a_mask_only_where_the_key_spans_do_not_say_it_all():
+    from tinytensor.kernels.cpu import attention
+
+    causal = np.tril(np.ones((5, 5), bool))
+    holes = causal.copy()
+    holes[3, 1] = False
+    for allowed, expected in ((None, False), (causal, False), (holes, True)):
+        ends = attention.key_spans(allowed, 5, 5)
+        assert attention.needs_mask(allowed, ends) is expected
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize(
     "case",

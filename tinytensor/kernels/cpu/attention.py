@@ -21,28 +21,38 @@ from .scalar_math import fast_exp, max_of
 
 @numba.njit(**JIT_OPTIONS)
 def _softmax_row(s, scale, allowed, use_mask, end):
-    """One row of scores s (Nk,) -> its probabilities, in place; `allowed` is the row's mask and
+    """One row of raw scores s (Nk,) -> softmax(scale·s) in place; `allowed` is the row's mask
+    (read only with `use_mask`: a mask that allows exactly each row's key span needs none) and
     `end` its key span: keys from `end` on are all masked (half the row when causal), so they
-    are set to 0 without being read (the products may leave them unwritten)."""
+    are set to 0 without being read (the products may leave them unwritten).
+
+    NOTE: with scale > 0 the scaling goes into the exp's argument: max(scale·s) is scale·max(s)
+    exactly (rounding is monotonic), so the result is the scale-first computation's, one pass
+    fewer. exp and the sum in separate loops: together they did not vectorize (1.6 against
+    1.1 ms for 8192 causal rows of 128, one core).
+    """
     nk = s.shape[0]
     zero = s.dtype.type(0.0)
     for j in range(end, nk):
         s[j] = zero
-    for j in range(end):
-        v = s[j] * scale
-        if use_mask and not allowed[j]:
-            v = s.dtype.type(-np.inf)
-        s[j] = v
+    if not scale > 0:  # zero, negative or NaN: scale first (rare; the max must be of scale·s)
+        for j in range(end):
+            s[j] *= scale
+        scale = s.dtype.type(1.0)
+    if use_mask:  # after any scaling: -inf·0 would be NaN
+        for j in range(end):
+            s[j] = s[j] if allowed[j] else s.dtype.type(-np.inf)
     m = max_of(s, end)
     if m == -np.inf:  # every key masked (or -inf scores): zeros, not NaN
         for j in range(end):
             s[j] = 0.0
         return
-    total = 0.0
+    shift = m * scale
     for j in range(end):  # masked keys hold -inf: fast_exp gives them exactly 0, no branch
-        e = fast_exp(s[j] - m)
-        s[j] = e
-        total += e
+        s[j] = fast_exp(s[j] * scale - shift)
+    total = 0.0
+    for j in range(end):
+        total += s[j]
     inv = s.dtype.type(1.0 / total)
     for j in range(end):
         s[j] *= inv
@@ -119,9 +129,9 @@ def mask_fits(s, allowed):
 def masked_softmax_(s, scale, allowed):
     """Turns the raw scores s (..., Nq, Nk) into probabilities, in place; returns s."""
     s3 = s.reshape(-1, s.shape[-2], s.shape[-1])
-    use_mask = allowed is not None
-    mask = allowed if use_mask else np.ones((1, 1), np.bool_)
     ends = key_spans(allowed, s.shape[-2], s.shape[-1])
+    use_mask = needs_mask(allowed, ends)
+    mask = allowed if use_mask else np.ones((1, 1), np.bool_)
     pick(_masked_softmax, s.size)(s3, s.dtype.type(scale), mask, use_mask, ends)
     return s
 
@@ -133,6 +143,12 @@ def key_spans(allowed, nq, nk):
         return np.full(nq, nk, np.int64)
     last = nk - np.argmax(allowed[:, ::-1], axis=1)
     return np.where(allowed.any(axis=1), last, 0).astype(np.int64)
+
+
+def needs_mask(allowed, ends):
+    """Whether the softmax must read the mask: not when every row allows exactly its key span
+    [0, end) (a causal mask), which the spans already give."""
+    return allowed is not None and not np.array_equal(allowed.sum(axis=1), ends)
 
 
 def softmax_vjp_(p, dp):
@@ -267,9 +283,9 @@ def heads_forward(q, k, v, scale, allowed):
     With MKL, (B, H, N, d) inputs are read where they are and O is a (B, H, Nq, dv) view of a
     (B, Nq, H, dv) array (what the model's transpose back wants); otherwise the inputs are made
     C-contiguous first (the heads of a (B, N, H, d) projection are strided views)."""
-    use_mask = allowed is not None
-    mask = allowed if use_mask else np.ones((1, 1), np.bool_)
     ends = key_spans(allowed, q.shape[-2], k.shape[-2])
+    use_mask = needs_mask(allowed, ends)
+    mask = allowed if use_mask else np.ones((1, 1), np.bool_)
     gemm = _strided_gemm(q, k, v)
     if gemm is not None:
         batch, heads, nq, nk = q.shape[0], q.shape[1], q.shape[2], k.shape[2]
