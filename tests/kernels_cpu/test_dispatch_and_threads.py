@@ -163,7 +163,7 @@ _SHOW_FEATURES = (
 )
 
 
-def _features_after_a_kernel(env_extra):
+def _features_after_a_kernel(env_extra, prelude=""):
     import os
     import subprocess
     import sys
@@ -171,7 +171,7 @@ def _features_after_a_kernel(env_extra):
     env = {k: v for k, v in os.environ.items() if not k.startswith("NUMBA_CPU_")}
     env.update(env_extra)
     out = subprocess.run(
-        [sys.executable, "-c", _SHOW_FEATURES], env=env, capture_output=True, text=True
+        [sys.executable, "-c", prelude + _SHOW_FEATURES], env=env, capture_output=True, text=True
     )
     assert out.returncode == 0, out.stderr[-2000:]
     return out.stdout.strip()
@@ -195,3 +195,12 @@ def test_wide_vectors_where_the_cpu_has_avx512():
 
 def test_wide_vectors_leave_the_users_numba_cpu_settings_alone():
     assert _features_after_a_kernel({"NUMBA_CPU_FEATURES": "+sse2"}) == "+sse2"
+
+
+def test_wide_vectors_keep_numbas_defaults_where_llvm_cannot_read_the_cpu():
+    unreadable = (
+        "import llvmlite.binding as llvm\n"
+        "def unreadable(): raise RuntimeError('cannot read the host CPU features')\n"
+        "llvm.get_host_cpu_features = unreadable\n"
+    )
+    assert _features_after_a_kernel({}, prelude=unreadable) == ""

@@ -158,7 +158,10 @@ def _prefer_wide_vectors() -> None:
 
     if "_toplevel_target_context" in cpu_target.__dict__:  # numba's codegen exists already
         return
-    features = llvm.get_host_cpu_features()
+    try:
+        features = llvm.get_host_cpu_features()
+    except RuntimeError:  # llvmlite cannot tell on some hosts: keep numba's defaults
+        return
     if not features.get("avx512f") or llvm.get_host_cpu_name() in _DOWNCLOCKING_AVX512:
         return
     numba.config.CPU_FEATURES = features.flatten() + ",-prefer-256-bit"
