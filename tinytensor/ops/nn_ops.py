@@ -113,12 +113,8 @@ class CrossEntropy(Function):
             if bad:
                 _check_class_ids(target, ignore_index, c)
             self.count = z.dtype.type(kept)
-            if reduction == "none":
-                return losses
             # the kernel's float64 sum of the losses: no NumPy pass (a third of a small call)
-            if reduction == "sum":
-                return z.dtype.type(loss_sum)
-            return z.dtype.type(loss_sum / kept if kept else np.nan)
+            return self._reduce(losses, z.dtype.type(loss_sum))
         if probs is None:
             _check_class_ids(target, ignore_index, c)
         log_p = _log_softmax(z, axis=1)
@@ -143,10 +139,12 @@ class CrossEntropy(Function):
         self.q, self.log_p = q, log_p
         return self._reduce(losses)
 
-    def _reduce(self, losses):
+    def _reduce(self, losses, total=None):
+        """The losses reduced as asked; `total`, when given, is their sum already."""
         if self.reduction == "none":
             return losses
-        total = losses.sum()
+        if total is None:
+            total = losses.sum()
         if self.reduction == "sum":
             return total
         if not self.count:  # NOTE: every target ignored: the mean is nan, as in PyTorch
@@ -393,11 +391,7 @@ def cross_entropy(input, target, ignore_index=-100, reduction="mean", label_smoo
                 f"shape {tuple(input.shape)}, got {tuple(target.shape)} (for class indices use "
                 "an integer tensor: target.long())"
             )
-        probs = (t.permute(0, *range(2, t.ndim), 1) if spatial else t).reshape(-1, c)
-        loss = CrossEntropy.apply(
-            x2, probs, ignore_index=ignore_index, label_smoothing=label_smoothing,
-            reduction=reduction,
-        )  # fmt: skip
+        targets = (t.permute(0, *range(2, t.ndim), 1) if spatial else t).reshape(-1, c)
     elif kind in "iu":
         expected = shape[:1] + shape[2:]
         if t._array.shape != expected:
@@ -405,15 +399,14 @@ def cross_entropy(input, target, ignore_index=-100, reduction="mean", label_smoo
                 f"cross_entropy: target shape {tuple(target.shape)} does not match input shape "
                 f"{tuple(input.shape)} (expected class ids of shape {expected})"
             )
-        ids = t
+        targets = t
         if spatial or t_array.dtype != np.int64:  # the op reads (rows,) int64 ids
-            ids = Tensor._wrap(t._array.reshape(-1).astype(np.int64, copy=False), False, None)
-        loss = CrossEntropy.apply(
-            x2, ids, ignore_index=ignore_index, label_smoothing=label_smoothing,
-            reduction=reduction,
-        )  # fmt: skip
+            targets = Tensor._wrap(t._array.reshape(-1).astype(np.int64, copy=False), False, None)
     else:
         raise TypeError(f"cross_entropy: target must hold integer class ids, got {target.dtype}")
+    loss = CrossEntropy.apply(
+        x2, targets, ignore_index=ignore_index, label_smoothing=label_smoothing, reduction=reduction
+    )
     if reduction == "none":
         if spatial:
             loss = loss.reshape(shape[:1] + shape[2:])
