@@ -360,6 +360,11 @@ def main():
                 row += f"{best[2][c][m]:>8.1f} ->{best[1][c][m]:>6.1f}{against[m][-1]:>6.2f}"
             print(row)
         print(f"{'geometric mean':<16}" + "".join(f"{_geomean(r):>20.2f}" for r in against))
+        baseline_vs_torch = [
+            _geomean([best[2][c][m] / best[0][c][m] for c in range(len(cases))])
+            for m in range(len(MODES))
+        ]
+        print(f"{'baseline / torch':<16}" + "".join(f"{g:>20.2f}" for g in baseline_vs_torch))
 
 
 def _geomean(values):
