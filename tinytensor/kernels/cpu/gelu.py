@@ -2,7 +2,7 @@
 
 tanh form: z = x/2·(1 + t), t = tanh(√(2/π)(x + 0.044715x³));
            dz/dx = ½(1 + t) + ½x(1 - t²)·√(2/π)(1 + 3·0.044715x²).
-exact:     z = x·Φ(x), dz/dx = Φ(x) + x·φ(x), Φ from math.erf.
+exact:     z = x·Φ(x), dz/dx = Φ(x) + x·φ(x); float32 Φ and φ vectorize (scalar_math.py).
 The forward keeps 1 + t (tanh form) or Φ (exact) for the backward. NOTE: 1 + t cancels in the
 negative tail (t -> -1) if computed from tanh, so it is computed as 2/(1 + exp(-2u)) (one exp, one
 division: 1.4-1.5x faster than a rational tanh plus the tail's exp, one core, page-aligned arrays),
@@ -18,7 +18,7 @@ from numba import prange
 
 from . import buffers
 from .dispatch import pick, twin_jit
-from .scalar_math import fast_exp
+from .scalar_math import fast_exp, normal_cdf, normal_pdf
 
 # NOTE: flat prange loops (no blocks of indices): LLVM vectorizes those in both twins.
 
@@ -57,17 +57,16 @@ def _gelu_tanh_backward(x, opt, g, gx):
 @twin_jit
 def _gelu_exact_forward(x, z, cdf):
     for i in prange(x.shape[0]):
-        c = 0.5 * (1.0 + math.erf(x[i] * (1.0 / math.sqrt(2.0))))
+        c = normal_cdf(x[i])
         cdf[i] = c
         z[i] = x[i] * c
 
 
 @twin_jit
 def _gelu_exact_backward(x, cdf, g, gx):
-    inv_sqrt_2pi = 1.0 / math.sqrt(2.0 * math.pi)
     for i in prange(x.shape[0]):
         v = x[i]
-        gx[i] = g[i] * (cdf[i] + v * (math.exp(-0.5 * v * v) * inv_sqrt_2pi))
+        gx[i] = g[i] * (cdf[i] + v * normal_pdf(v))
 
 
 def gelu_forward(x, approximate):
