@@ -15,6 +15,7 @@ def restore_thread_policy():
     """set_num_threads fixes the count for the process: give the next test the policy back."""
     saved = dict(threads._state)
     yield
+    saved["configured"] = threads._state["configured"]  # numba, once set up, stays set up
     fixed = saved["fixed"]
     threads._state.update(saved)
     threads._state["current"] = None
