@@ -31,7 +31,7 @@ from collections import OrderedDict, namedtuple
 
 from tinytensor import dtypes
 from tinytensor.backend import Device, get_array_module, move_array
-from tinytensor.function import module_scope
+from tinytensor.function import module_stack
 from tinytensor.tensor import Tensor
 
 from .parameter import Parameter
@@ -54,7 +54,8 @@ def _container_items(value):
 class Module:
     """Base class of layers and models: subclass it, set parts as attributes, write `forward`.
 
-    Calling the module runs `forward` inside `tinytensor.function.module_scope(self)`, so every
+    Calling the module runs `forward` with the module on `tinytensor.function.module_stack` (as
+    `module_scope(self)` does), so every
     graph node created there records the innermost running module in `ctx.module` (graph
     drawing groups nodes by it).
     """
@@ -71,8 +72,11 @@ class Module:
         raise NotImplementedError(f"{type(self).__name__} must implement forward()")
 
     def __call__(self, *args, **kwargs):
-        with module_scope(self):
+        module_stack.append(self)  # what module_scope(self) does, without its object and calls
+        try:
             return self.forward(*args, **kwargs)
+        finally:
+            module_stack.pop()
 
     # ---- registration ---------------------------------------------------------------------
 

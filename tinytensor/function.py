@@ -14,7 +14,9 @@ from .inplace import note_saved
 from .tensor import Tensor, devices_mismatch_error
 
 _grad_enabled = True
-_module_stack: list = []  # modules currently running their forward (innermost last), for viz
+# modules currently running their forward (innermost last), for viz; nn.Module.__call__ pushes
+# and pops it directly (a `with module_scope(...)` costs ~0.5 µs of every module call)
+module_stack: list = []
 
 REGISTRY: dict[str, type] = {}  # every op of the engine by name, so that tests cover each one
 
@@ -56,21 +58,29 @@ class Function:
     @classmethod
     def apply(cls, *inputs, **params):
         """Runs the op on Tensors `inputs` (non-tensor options go in `params`)."""
-        # NOTE: the hot path of every op, so plain loops: a list comprehension costs a function
-        # call in Python 3.11 (~0.3 µs each on a 16x16 add, where the whole op is ~4 µs).
+        # NOTE: the hot path of every op, so plain loops (a list comprehension costs a function
+        # call in Python 3.11), and a node's bookkeeping only where a node is recorded: under
+        # no_grad (generation, evaluation) an op costs its arrays, its forward and its output
         ctx = cls()
         kind = inputs[0]._array.__class__
-        arrays, needs, parents = [], [], []
-        for t in inputs:  # one pass: what forward reads, and what a node would record
+        arrays = []
+        wanted = False
+        for t in inputs:
             a = t._array
             if a.__class__ is not kind:
                 raise devices_mismatch_error(cls.__name__, inputs)
             arrays.append(a)
-            needs.append(t.requires_grad)
-            parents.append(t._ctx)
-        records = _grad_enabled and True in needs and cls.differentiable
-        # set before forward, so an op can save only what backward reads
-        ctx.needs_input_grad = tuple(needs) if records else ()
+            if t.requires_grad:
+                wanted = True
+        records = wanted and _grad_enabled and cls.differentiable
+        if records:  # set before forward, so an op can save only what backward reads
+            needs, parents = [], []
+            for t in inputs:
+                needs.append(t.requires_grad)
+                parents.append(t._ctx)
+            ctx.needs_input_grad = tuple(needs)
+        else:
+            ctx.needs_input_grad = ()
         try:
             out = ctx.forward(*arrays, **params)
         except (ValueError, TypeError, IndexError) as e:
@@ -87,8 +97,8 @@ class Function:
                 note_saved(ctx, out, result)
             ctx.inputs = inputs
             ctx.parents = tuple(parents)
-            if _module_stack:
-                ctx.module = _module_stack[-1]
+            if module_stack:
+                ctx.module = module_stack[-1]
         return result
 
     def release(self):
@@ -177,7 +187,7 @@ class module_scope:
         self.module = module
 
     def __enter__(self):
-        _module_stack.append(self.module)
+        module_stack.append(self.module)
 
     def __exit__(self, *exc):
-        _module_stack.pop()
+        module_stack.pop()

@@ -34,6 +34,8 @@ def as_tensor_like(value, like: Tensor, op: str = "op", name: str = "other") -> 
 def binary_operands(a, b, op: str = "op"):
     """Both operands as Tensors. One of them must be a Tensor, except that two plain numbers
     make 0-d tensors (as `torch.add(1, 2)`); lists need a Tensor beside them (as PyTorch)."""
+    if isinstance(a, Tensor) and isinstance(b, Tensor) and a._array.dtype is b._array.dtype:
+        return a, b  # NOTE: the usual case, first: two tensors of one dtype need nothing here
     if isinstance(a, Tensor):
         b = as_tensor_like(b, a, op, "other")
     elif isinstance(b, Tensor):
@@ -46,7 +48,7 @@ def binary_operands(a, b, op: str = "op"):
             f"{op}: expected a Tensor argument, got {type(a).__name__} {a!r:.40} and "
             f"{type(b).__name__} {b!r:.40}"
         )
-    if a.dtype != b.dtype:
+    if a._array.dtype != b._array.dtype:
         target = result_dtype(a, b)
         a = a if a.dtype == target else a.to(target)
         b = b if b.dtype == target else b.to(target)
