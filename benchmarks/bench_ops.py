@@ -20,7 +20,8 @@ Fairness:
   same drift; each number is the best over the repeats (the usual `timeit` practice: the
   minimum is the least disturbed). Whole-suite rounds per process, as before, let one library's
   round fall into a slow minute and moved the geometric means by 0.3 between runs.
-- `--baseline PATH` runs a third worker on the tinytensor of another checkout (PYTHONPATH=PATH),
+- `--baseline PATH` runs a third worker on the tinytensor of another checkout (with its own nn
+  and models: benchmarks/baseline_checkout.py),
   interleaved the same way, and adds a column: this tinytensor's time over that one's.
 - One thread each: PyTorch runs with `torch.set_num_threads(1)` and OpenBLAS (NumPy's matmul)
   with OPENBLAS_NUM_THREADS=1 unless set otherwise. NumPy's elementwise kernels are
@@ -45,6 +46,7 @@ import time
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # before NumPy loads OpenBLAS: see above
 
 import numpy as np  # noqa: E402
+from baseline_checkout import pythonpath_for  # noqa: E402
 
 import tinytensor as tt  # noqa: E402
 
@@ -285,7 +287,7 @@ class _Worker:
         cmd += ["--only", args.only] + (["--quick"] if args.quick else [])
         env = dict(os.environ)
         if pythonpath:
-            env["PYTHONPATH"] = os.path.abspath(pythonpath)
+            env["PYTHONPATH"] = pythonpath_for(pythonpath)  # its nn and models too
         self.name = lib_name if not pythonpath else f"baseline ({pythonpath})"
         self.proc = subprocess.Popen(
             cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env

@@ -140,7 +140,7 @@ def _env(lib, threads):
     if lib == "tinytensor-openblas":
         env["TINYTENSOR_BLAS"] = "openblas"
     if lib == "tinytensor-baseline":  # another checkout's tinytensor (--baseline PATH)
-        env["PYTHONPATH"] = os.path.abspath(os.environ["GPT_STEP_BASELINE"])
+        env["PYTHONPATH"] = os.environ["GPT_STEP_BASELINE"]  # baseline_checkout.pythonpath_for
     if threads:
         env.update(OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads))
     return env
@@ -159,11 +159,13 @@ def measure(lib, config, threads, steps, warmup):
 TURN_PAUSE = 0.05  # seconds between turns: PyTorch's OpenMP threads spin up to ~20 ms idle
 
 
-class _Server:
+class Server:
     """One library's persistent worker process for one config and thread count (`serve`)."""
 
+    SCRIPT = os.path.abspath(__file__)  # whose `--serve` runs in the worker (gpt_generate.py's)
+
     def __init__(self, lib, config, threads, warmup):
-        cmd = [sys.executable, os.path.abspath(__file__), "--serve", lib, config, str(threads)]
+        cmd = [sys.executable, self.SCRIPT, "--serve", lib, config, str(threads)]
         cmd += ["--warmup", str(warmup)]
         self.name = f"{lib} {config} {threads} threads"
         self.proc = subprocess.Popen(
@@ -188,29 +190,29 @@ class _Server:
         self.proc.wait()
 
 
-def run_rounds(configs, thread_counts, libs, rounds, steps, warmup):
+def run_rounds(configs, thread_counts, libs, rounds, steps, warmup, server=Server):
     """{(config, threads, lib): [median ms of each round]}. For each config and thread count, one
     persistent process per library; in each round every library runs `steps` steps, taking turns
     (alternating who goes first), so a slow spell of the machine falls on all of them."""
     results = {}
     for config in configs:
         for threads in thread_counts:
-            servers = {lib: _Server(lib, config, threads, warmup) for lib in libs}
+            servers = {lib: server(lib, config, threads, warmup) for lib in libs}
             try:
                 for r in range(rounds):
                     for lib in libs if r % 2 == 0 else tuple(reversed(libs)):
                         ms = statistics.median(servers[lib].steps(steps))
                         results.setdefault((config, threads, lib), []).append(ms)
             finally:
-                for server in servers.values():
-                    server.close()
+                for worker_process in servers.values():
+                    worker_process.close()
             print(f"  config {config}, {threads} threads done", file=sys.stderr, flush=True)
     return results
 
 
-def print_step_table(results, configs, thread_counts, libs):
+def print_step_table(results, configs, thread_counts, libs, what="GPT step, ms/step"):
     print(
-        "\nGPT step, ms/step (median over rounds); ratio = tinytensor / PyTorch (median, and "
+        f"\n{what} (median over rounds); ratio = tinytensor / PyTorch (median, and "
         "min-max over rounds: the noise; fastest: the ratio of each one's fastest round)"
     )
     compared = [lib for lib in libs if lib != "torch"]
@@ -282,7 +284,9 @@ def main():
 
     libs = LIBS + (("tinytensor-openblas",) if args.compare_blas else ())
     if args.baseline:
-        os.environ["GPT_STEP_BASELINE"] = args.baseline
+        from baseline_checkout import pythonpath_for
+
+        os.environ["GPT_STEP_BASELINE"] = pythonpath_for(args.baseline)
         libs += ("tinytensor-baseline",)
     print(f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, load average "
           f"{os.getloadavg()[0]:.1f}; numpy {numpy.__version__}, torch {torch.__version__}; "
