@@ -45,14 +45,23 @@ class TorchBlock(nn.Module):
         self.q, self.k, self.v, self.out = (nn.Linear(d, d) for _ in range(4))
         self.fc_in, self.fc_out = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
 
-    def forward(self, x):
+    def forward(self, x, cache=None):
+        """cache (generation, benchmarks/gpt_generate.py): None, or a list that holds this
+        layer's keys and values of the tokens so far ([] at first); the new ones are added."""
         b, t, d = x.shape
         h = self.norm1(x)
         q, k, v = (
             f(h).view(b, t, self.n_head, d // self.n_head).transpose(1, 2)  # (B, nh, T, hs)
             for f in (self.q, self.k, self.v)
         )
-        a = nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        if cache is not None:
+            if cache:
+                if t != 1:
+                    raise ValueError("TorchBlock: after the prompt, one new token per step")
+                k, v = torch.cat([cache[0], k], dim=2), torch.cat([cache[1], v], dim=2)
+            cache[:] = [k, v]
+        # causal within a sequence; a cached step's one new token sees every key
+        a = nn.functional.scaled_dot_product_attention(q, k, v, is_causal=t > 1)
         x = x + self.out(a.transpose(1, 2).reshape(b, t, d))
         return x + self.fc_out(nn.functional.gelu(self.fc_in(self.norm2(x)), approximate="tanh"))
 
@@ -76,12 +85,18 @@ class TorchGPT(nn.Module):
                 )
                 nn.init.normal_(p, 0.0, std)
 
-    def forward(self, idx, targets):
+    def logits(self, idx, caches=None):
+        """(B, T, vocab) logits of idx (B, T); `caches`: one list per block (see TorchBlock),
+        for generation with a KV cache, where idx holds only the tokens not yet cached."""
         t = idx.shape[1]
-        x = self.wte(idx) + self.wpe.weight[:t]
-        for block in self.blocks:
-            x = block(x)
-        logits = self.ln_f(x) @ self.wte.weight.T  # (B, T, vocab)
+        start = caches[0][0].shape[2] if caches and caches[0] else 0
+        x = self.wte(idx) + self.wpe.weight[start : start + t]
+        for i, block in enumerate(self.blocks):
+            x = block(x, None if caches is None else caches[i])
+        return self.ln_f(x) @ self.wte.weight.T
+
+    def forward(self, idx, targets):
+        logits = self.logits(idx)
         return nn.functional.cross_entropy(
             logits.reshape(-1, logits.shape[-1]), targets.reshape(-1)
         )
