@@ -74,6 +74,8 @@ class Device:
             raise ValueError(f"device {spec!r}: tinytensor uses a single GPU, 'cuda:0'")
 
     def __eq__(self, other):
+        if other.__class__ is Device:  # NOTE: the usual case (x.device == y.device), no parsing
+            return self.type == other.type
         try:
             other = Device(other)
         except (TypeError, ValueError):

@@ -351,13 +351,21 @@ def test_attention_query_blocks():
 
 
 def test_attention_head_by_head_passes_gradcheck(monkeypatch):
-    monkeypatch.setattr(dispatch, "PARALLEL_MIN_ELEMENTS", 1)  # small enough for gradcheck
+    from tinytensor.kernels.cpu import attention
+
+    # small enough for gradcheck: the pool and the head-by-head path taken at any size
+    monkeypatch.setattr(dispatch, "PARALLEL_MIN_ELEMENTS", 1)
+    monkeypatch.setattr(attention, "HEADS_MIN_SCORES", 1)
+    calls = []
+    original = attention.heads_forward
+    monkeypatch.setattr(attention, "heads_forward", lambda *a: calls.append(1) or original(*a))
     tt.set_num_threads(2)
     rng = np.random.default_rng(12)
     q, k, v = (tt.tensor(rng.standard_normal((2, 3, 5, 4)), requires_grad=True) for _ in "qkv")
     sdpa = F.scaled_dot_product_attention
     with tt.cpu_kernels("numba"):
         assert tt.gradcheck(lambda q, k, v: sdpa(q, k, v, is_causal=True), [q, k, v])
+    assert calls
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

@@ -204,7 +204,7 @@ def attention_mask_parts(q, k, attn_mask, is_causal, key_lengths=None):
                 f"scaled_dot_product_attention: attn_mask must be bool (True = attend) or float "
                 f"(added to the scores), got {attn_mask.dtype}"
             )
-    if is_causal:
+    if is_causal and nq > 1:  # one query (a KV-cache decoding step) is the newest: sees all
         c = causal_mask(xp, nq, nk)
         allowed = c if allowed is None else allowed & c
     if key_lengths is not None:
