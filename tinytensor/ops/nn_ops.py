@@ -192,14 +192,14 @@ class LayerNorm(Function):
     """
 
     def forward(self, x, weight=None, bias=None, n=1, eps=1e-5):
-        xp = get_array_module(x)
-        axes = tuple(range(x.ndim - n, x.ndim))
-        self.axes, self.weight = axes, weight
+        self.axes = axes = tuple(range(x.ndim - n, x.ndim))  # also what graph labels show
+        self.weight = weight
         self.fused = kernels_for("norms", x, weight, bias) if n == 1 and x.size else None
         if self.fused:  # keeps x and each row's mean and 1/σ; backward recomputes x̂
             y, self.mean, self.r = self.fused.layer_norm_forward(x, weight, bias, eps)
             self.x = x
             return y
+        xp = get_array_module(x)
         # NOTE: sum·(1/n) instead of mean: NumPy's mean costs twice a sum on small rows
         count = 1
         for a in axes:

@@ -143,7 +143,9 @@ def key_spans(allowed, nq, nk):
     """For each query row, 1 + the index of its last allowed key (0 if none; nk without a mask):
     the keys a row's softmax and products need (the lower triangle when causal)."""
     if allowed is None:
-        return np.full(nq, nk, np.int64)
+        ends = np.empty(nq, np.int64)  # NOTE: np.full is a Python function: 3x the time
+        ends.fill(nk)
+        return ends
     last = nk - np.argmax(allowed[:, ::-1], axis=1)
     return np.where(allowed.any(axis=1), last, 0).astype(np.int64)
 
