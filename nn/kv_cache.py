@@ -71,12 +71,12 @@ class GrowingKV:
 
     def append(self, k, v):
         """Adds k, v (B, H_kv, T_new, d); returns the filled (k, v) so far."""
-        if self.length:
-            old = self.views()[0].shape
+        if self.length:  # NOTE: the buffer's shape (not views' Tensors): a decoding step pays this
+            old = self.graph[0].shape if self.graph is not None else self.k_buffer.shape
             if k.ndim != 4 or (k.shape[:2], k.shape[3:]) != (old[:2], old[3:]):
                 raise ValueError(
                     f"KVCache.append: new keys {tuple(k.shape)} do not continue the cached "
-                    f"{tuple(old)} (batch, heads and head size must match)"
+                    f"{(*old[:2], self.length, *old[3:])} (batch, heads and head size must match)"
                 )
         if self.graph is None and not _tracks_graph(k, v):
             self._write(k._array, v._array)
