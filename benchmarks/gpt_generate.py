@@ -29,7 +29,7 @@ import sys
 import time
 
 import gpt_step
-from gpt_step import CONFIGS, print_step_table, run_rounds
+from gpt_step import CONFIGS, print_step_table, run_rounds, tinytensor_gpt, torch_gpt
 
 LIBS = ("torch", "tinytensor")
 
@@ -43,12 +43,8 @@ def build_generation(lib, config, threads, use_cache):
     prompt = np.zeros((1, 1), np.int64)
     if lib == "torch":
         import torch
-        from train_gpt_torch import TorchGPT
 
-        if threads:
-            torch.set_num_threads(threads)
-        torch.manual_seed(0)
-        model = TorchGPT(c["vocab"], c["block"], c["n_layer"], c["n_head"], c["d"]).eval()
+        model = torch_gpt(config, threads).eval()
 
         @torch.no_grad()
         def generate():
@@ -62,19 +58,9 @@ def build_generation(lib, config, threads, use_cache):
             return ids
 
     else:
-        from tinytensor.models import GPT
-        from tinytensor.models.gpt import GPTConfig
-
         import tinytensor as tt
 
-        if threads:
-            tt.set_num_threads(threads)
-        tt.manual_seed(0)
-        config_tt = GPTConfig(
-            vocab_size=c["vocab"], block_size=c["block"], n_layer=c["n_layer"],
-            n_head=c["n_head"], n_embd=c["d"], dropout=0.0,
-        )  # fmt: skip
-        model = GPT(config_tt).eval()
+        model = tinytensor_gpt(config, threads).eval()
         ids = tt.tensor(prompt)
 
         def generate():

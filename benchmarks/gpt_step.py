@@ -54,6 +54,44 @@ LABELS = {
 }
 
 
+def torch_gpt(config, threads):
+    """The PyTorch twin for `config`, seeded, after setting PyTorch's threads (0: its default)."""
+    import torch
+
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from train_gpt_torch import TorchGPT
+
+    if threads:
+        torch.set_num_threads(threads)
+    torch.manual_seed(0)
+    c = CONFIGS[config]
+    return TorchGPT(c["vocab"], c["block"], c["n_layer"], c["n_head"], c["d"])
+
+
+def tinytensor_gpt(config, threads):
+    """`models.GPT` for `config`, seeded, after setting tinytensor's threads (0: its default,
+    following the free cores)."""
+    from tinytensor.models import GPT
+    from tinytensor.models.gpt import GPTConfig
+
+    import tinytensor as tt
+
+    if threads:
+        tt.set_num_threads(threads)
+    tt.manual_seed(0)
+    c = CONFIGS[config]
+    return GPT(
+        GPTConfig(
+            vocab_size=c["vocab"],
+            block_size=c["block"],
+            n_layer=c["n_layer"],
+            n_head=c["n_head"],
+            n_embd=c["d"],
+            dropout=0.0,
+        )  # fmt: skip
+    )
+
+
 def build_step(lib, config, threads):
     """Runs in the child: builds the model and returns one training step as a function."""
     import numpy as np
@@ -65,13 +103,7 @@ def build_step(lib, config, threads):
     if lib == "torch":
         import torch
 
-        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-        from train_gpt_torch import TorchGPT
-
-        if threads:
-            torch.set_num_threads(threads)
-        torch.manual_seed(0)
-        model = TorchGPT(c["vocab"], c["block"], c["n_layer"], c["n_head"], c["d"])
+        model = torch_gpt(config, threads)
         opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
         x, y = torch.from_numpy(idx), torch.from_numpy(tgt)
 
@@ -81,19 +113,9 @@ def build_step(lib, config, threads):
             opt.step()
 
     else:
-        from tinytensor.models import GPT
-        from tinytensor.models.gpt import GPTConfig
-
         import tinytensor as tt
 
-        if threads:  # 0: tinytensor's default, following the free cores
-            tt.set_num_threads(threads)
-        tt.manual_seed(0)
-        config_tt = GPTConfig(
-            vocab_size=c["vocab"], block_size=c["block"], n_layer=c["n_layer"],
-            n_head=c["n_head"], n_embd=c["d"], dropout=0.0,
-        )  # fmt: skip
-        model = GPT(config_tt)
+        model = tinytensor_gpt(config, threads)
         opt = tt.optim.AdamW(model.parameters(), lr=1e-3)
         x, y = tt.tensor(idx), tt.tensor(tgt)
         mode = tt.cpu_kernels("numpy" if lib == "tinytensor-numpy" else "auto")
