@@ -55,9 +55,8 @@ class Module:
     """Base class of layers and models: subclass it, set parts as attributes, write `forward`.
 
     Calling the module runs `forward` with the module on `tinytensor.function.module_stack` (as
-    `module_scope(self)` does), so every
-    graph node created there records the innermost running module in `ctx.module` (graph
-    drawing groups nodes by it).
+    `module_scope(self)` does), so every graph node created there records the innermost running
+    module in `ctx.module` (graph drawing groups nodes by it).
     """
 
     # Class-level defaults, so that a subclass that forgets `super().__init__()` still works.

@@ -154,7 +154,8 @@ def _check_inputs(q, k, v, enable_gqa):
             raise ValueError(
                 f"scaled_dot_product_attention: {name} needs (..., N, d), got {t.shape}"
             )
-    if not q._array.__class__ is k._array.__class__ is v._array.__class__:
+    kind = q._array.__class__
+    if k._array.__class__ is not kind or v._array.__class__ is not kind:
         raise devices_mismatch_error("scaled_dot_product_attention", (q, k, v))
     qs, ks, vs = q._array.shape, k._array.shape, v._array.shape
     if qs[-1] != ks[-1] or ks[-2] != vs[-2] or ks[:-1] != vs[:-1]:
