@@ -428,6 +428,42 @@ def test_no_non_view_op_returns_memory_of_its_input():
     assert checked > 100
 
 
+def _holds_arrays(value) -> bool:
+    if isinstance(value, np.ndarray) or hasattr(value, "__cuda_array_interface__"):
+        return True
+    return isinstance(value, (tuple, list)) and any(_holds_arrays(v) for v in value)
+
+
+def _graph_nodes(outputs):
+    nodes, todo = [], [t._ctx for t in outputs if isinstance(t, tt.Tensor) and t._ctx]
+    while todo:
+        node = todo.pop()
+        if node is not None and all(node is not seen for seen in nodes):
+            nodes.append(node)
+            todo.extend(node.parents)
+    return nodes
+
+
+def test_ops_that_say_they_save_no_arrays_save_none():
+    """`saves_arrays = False` lets an op's nodes skip the saved-tensor check: in every op case,
+    such a node's saved state holds no array (one would escape the in-place check)."""
+    from tests.engine.op_cases import CASES
+    from tinytensor.function import REGISTRY
+
+    claimed = {name for name, op in REGISTRY.items() if not op.saves_arrays}
+    checked = set()
+    for case in CASES:
+        if case.op not in claimed:
+            continue
+        out = case.fn(*case.make(np.random.default_rng(0)))
+        for node in _graph_nodes(out if isinstance(out, (tuple, list)) else [out]):
+            if node.name in claimed:
+                saved = {k: v for k, v in vars(node).items() if _holds_arrays(v)}
+                assert not saved, f"{case.id}: {node.name} saves arrays {sorted(saved)}"
+                checked.add(node.name)
+    assert checked == claimed, f"no op case exercised {sorted(claimed - checked)}"
+
+
 # ---- random programs: same gradients as torch, or an error where torch raises --------------
 
 

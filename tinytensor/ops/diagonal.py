@@ -28,6 +28,7 @@ class Diagonal(Function):
     """z = the diagonal of x over (dim1, dim2) at `offset`, appended as the last dim (a view);
     dL/dx = zeros with g written onto that diagonal."""
 
+    saves_arrays = False  # shape, dtype and the diagonal's arguments
     may_alias = True
 
     def forward(self, x, offset=0, dim1=0, dim2=1):

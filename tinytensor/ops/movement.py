@@ -28,6 +28,7 @@ def _shape_arg(shape):
 class Reshape(Function):
     """z = x with a new shape;  dL/dx = g reshaped back."""
 
+    saves_arrays = False  # the input shape
     may_alias = True  # a view when the strides allow it, as torch.reshape
 
     def forward(self, x, shape=()):
@@ -41,6 +42,7 @@ class Reshape(Function):
 class Permute(Function):
     """z = x with dimensions reordered by `dims`;  dL/dx = g permuted by the inverse order."""
 
+    saves_arrays = False  # the inverse order
     may_alias = True
 
     def forward(self, x, dims=(), inverse=None):
@@ -149,6 +151,8 @@ class Gather(Function):
 class Cat(Function):
     """z = [x₁, x₂, ...] joined along `axis`;  dL/dxᵢ = the slice of g that xᵢ became."""
 
+    saves_arrays = False  # the axis and where each input ends
+
     def forward(self, *xs, axis=0):
         self.axis = axis
         ends, end = [], 0
@@ -164,6 +168,8 @@ class Cat(Function):
 
 class Stack(Function):
     """z = [x₁, x₂, ...] stacked along a new `axis`;  dL/dxᵢ = g[..., i, ...]."""
+
+    saves_arrays = False  # the axis
 
     def forward(self, *xs, axis=0):
         self.axis = axis

@@ -22,6 +22,8 @@ def _restore_dims(g, axes, keepdim):
 class Sum(Function):
     """z = Σ x over `axes`;  dL/dx = g broadcast back over those axes."""
 
+    saves_arrays = False  # shapes and axes
+
     def forward(self, x, axes=(), keepdim=False):
         self.shape, self.axes, self.keepdim = x.shape, axes, keepdim
         return x.sum(axis=axes, keepdims=keepdim)
@@ -33,6 +35,8 @@ class Sum(Function):
 
 class Mean(Function):
     """z = mean of x over `axes` (n elements each);  dL/dx = g / n broadcast back."""
+
+    saves_arrays = False  # shapes, axes and the count
 
     def forward(self, x, axes=(), keepdim=False):
         self.shape, self.axes, self.keepdim = x.shape, axes, keepdim
