@@ -75,7 +75,7 @@ class NdarraySubclass(np.ndarray):
     ],
 )
 def test_only_c_contiguous_float_numpy_arrays_qualify(arrays, expected):
-    assert dispatch.arrays_qualify(*arrays) is expected
+    assert dispatch.arrays_qualify(arrays) is expected
 
 
 def test_cupy_arrays_never_reach_a_cpu_kernel():
