@@ -15,7 +15,7 @@ position bias, ALiBi) is added to the scores and receives a gradient.
 
 from __future__ import annotations
 
-from tinytensor.ops import scaled_dot_product_attention
+from tinytensor.ops import merge_heads, scaled_dot_product_attention, split_heads
 from tinytensor.tensor import Tensor
 
 from .kv_cache import KVCache
@@ -113,8 +113,7 @@ class Attention(Module):
         self.rotary = rotary
 
     def _heads(self, x, n_heads):
-        b, t, _ = x.shape
-        return x.reshape(b, t, n_heads, self.d_head).transpose(1, 2)  # (B, nh, T, hs)
+        return split_heads(x, n_heads)  # (B, T, nh·hs) -> (B, nh, T, hs)
 
     def forward(
         self,
@@ -130,12 +129,12 @@ class Attention(Module):
         if not isinstance(x, Tensor) or x.ndim != 3 or x.shape[-1] != self.d_model:
             got = tuple(x.shape) if isinstance(x, Tensor) else type(x).__name__
             raise ValueError(f"Attention: x must be (B, T, {self.d_model}), got {got}")
-        b, t_q, _ = x.shape
-        q = self._heads(self.q_proj(x), self.n_heads)  # (B, H, Tq, hs)
+        b = x.shape[0]
+        q = split_heads(self.q_proj(x), self.n_heads)  # (B, H, Tq, hs)
         cached_cross = cache.cross(self) if cache is not None else None
         if context is None and cached_cross is None:  # self-attention
-            k = self._heads(self.k_proj(x), self.n_kv_heads)  # (B, H_kv, Tq, hs)
-            v = self._heads(self.v_proj(x), self.n_kv_heads)
+            k = split_heads(self.k_proj(x), self.n_kv_heads)  # (B, H_kv, Tq, hs)
+            v = split_heads(self.v_proj(x), self.n_kv_heads)
             if self.rotary is not None:
                 offset = cache.length(self) if cache is not None else 0
                 q, k = self.rotary(q, k, offset)
@@ -150,8 +149,8 @@ class Attention(Module):
                         f"Attention: context must be (B={b}, Tk, d_context), got "
                         f"{tuple(context.shape)}"
                     )
-                k = self._heads(self.k_proj(context), self.n_kv_heads)  # (B, H_kv, Tk, hs)
-                v = self._heads(self.v_proj(context), self.n_kv_heads)
+                k = split_heads(self.k_proj(context), self.n_kv_heads)  # (B, H_kv, Tk, hs)
+                v = split_heads(self.v_proj(context), self.n_kv_heads)
                 if cache is not None:
                     cache.set_cross(self, k, v)
         mask = self._combine_masks(attn_mask, key_mask, attn_bias, b, k.shape[-2])
@@ -165,8 +164,7 @@ class Attention(Module):
             scale=self.scale,
             enable_gqa=self.n_kv_heads != self.n_heads,
         )  # (B, H, Tq, hs)
-        out = out.transpose(1, 2).reshape(b, t_q, self.n_heads * self.d_head)  # (B, Tq, H·hs)
-        return self.out_proj(out)
+        return self.out_proj(merge_heads(out))  # (B, Tq, H·hs)
 
     @staticmethod
     def _combine_masks(attn_mask, key_mask, attn_bias, batch, t_k):

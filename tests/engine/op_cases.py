@@ -18,7 +18,7 @@ import numpy as np
 import tinytensor.nn.functional as F
 
 import tinytensor as tt
-from tinytensor.ops import to_device
+from tinytensor.ops import merge_heads, split_heads, to_device
 from tinytensor.ops.elementwise import Cast
 
 
@@ -283,6 +283,25 @@ add(
     _case("Permute", "transpose", lambda r: [leaf(r, 2, 3, 4)], lambda x: x.transpose(0, -1)),
     _case("Permute", "T", lambda r: [leaf(r, 3, 4)], lambda x: x.T),
     _case("Permute", "mT", lambda r: [leaf(r, 2, 3, 4)], lambda x: x.mT),
+    _case(
+        "SplitHeads",
+        "split",
+        lambda r: [leaf(r, 2, 3, 6)],
+        lambda x: split_heads(x, 3) * x[0, 0, 0],
+    ),
+    _case(
+        "SplitHeads",
+        "non-contiguous",
+        lambda r: [leaf(r, 2, 6, 3)],
+        lambda x: split_heads(x.transpose(1, 2), 2),
+    ),
+    _case(
+        "MergeHeads",
+        "merge",
+        lambda r: [leaf(r, 2, 3, 4, 2)],
+        lambda x: merge_heads(x) * x[0, 0, 0, 0],
+    ),
+    _case("MergeHeads", "one-step", lambda r: [leaf(r, 2, 3, 1, 2)], lambda x: merge_heads(x)),
     _case("Expand", "expand", lambda r: [leaf(r, 3, 1)], lambda x: x.expand(2, 3, 4)),
     _case("Expand", "minus-one", lambda r: [leaf(r, 1, 4)], lambda x: x.expand(3, -1)),
     _case(

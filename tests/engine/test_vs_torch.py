@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import tinytensor as tt
+from tinytensor.ops import merge_heads, split_heads
 
 from .reference import check_op
 
@@ -145,6 +146,24 @@ MOVEMENT = [
     case("permute-tuple", [randn(2, 3, 4)], lambda m, F, x: m.permute(x, (2, 0, 1))),
     case("T", [randn(3, 4)], lambda m, F, x: x.T),
     case("mT", [randn(2, 3, 4)], lambda m, F, x: x.mT),
+    case(
+        "split_heads",
+        [randn(2, 5, 6)],
+        lambda m, F, x: split_heads(x, 3),
+        lambda m, F, x: x.view(2, 5, 3, 2).transpose(1, 2),
+    ),
+    case(
+        "split_heads-non-contiguous",
+        [randn(2, 6, 5)],
+        lambda m, F, x: split_heads(x.transpose(1, 2), 2) * 2,
+        lambda m, F, x: x.transpose(1, 2).reshape(2, 5, 2, 3).transpose(1, 2) * 2,
+    ),
+    case(
+        "merge_heads",
+        [randn(2, 3, 5, 2)],
+        lambda m, F, x: merge_heads(x),
+        lambda m, F, x: x.transpose(1, 2).reshape(2, 5, 6),
+    ),
     case("expand", [randn(3, 1)], lambda m, F, x: x.expand(2, 3, 4)),
     case("expand-minus-one", [randn(1, 4)], lambda m, F, x: x.expand(3, -1)),
     case("expand_as", [randn(1, 4), randn(3, 4)], lambda m, F, x, y: x.expand_as(y) * y),

@@ -222,7 +222,7 @@ def test_a_48_layer_gpt_opens_folded_and_unfolds_one_block(browser, tmp_path, sc
     loss = model(idx, idx).loss
     result = tt.explore(loss, params=model, path=tmp_path / "gpt48.html")
     print(f"\n48-layer GPT: {result}")
-    assert result.num_ops > 1000 and result.num_steps > 1000
+    assert result.num_ops > 900 and result.num_steps > 900  # 19 ops per block, and the head
     started = time.perf_counter()
     open_page(browser, result.path)
     print(f"opened and drawn in {time.perf_counter() - started:.2f} s")

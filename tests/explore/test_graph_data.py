@@ -86,7 +86,7 @@ def test_backward_steps_follow_the_engines_order_in_an_independent_run(explored)
         node = data["nodes"][step["node"]]
         module = "" if node["module"] is None else data["modules"][node["module"]]["name"]
         got.append((node["name"], module))
-    assert len(got) == len(expected) > 40
+    assert len(got) == len(expected) > 30
     assert got == expected
     # each step's arriving gradient is what the engine handed that node
     for step, engine in zip(data["steps"], trace.steps):

@@ -40,6 +40,7 @@ from .elementwise import (
     to_device,
     where,
 )
+from .heads import merge_heads, split_heads
 from .linalg import linear, matmul
 from .movement import (
     cat,
