@@ -481,8 +481,11 @@ def embedding(input, weight, padding_idx=None):  # noqa: A002
     n = weight.shape[0]
     if padding_idx is not None and not -n <= check_int(padding_idx, "embedding", "padding_idx") < n:
         raise ValueError(f"embedding: padding_idx {padding_idx} is out of range for {n} embeddings")
-    if input._array.size and (int(input._array.min()) < 0 or int(input._array.max()) >= n):
-        bad = int(input._array.max()) if int(input._array.max()) >= n else int(input._array.min())
+    ids = input._array
+    # NOTE: one reduction, not a min and a max: ids read as unsigned make every negative id huge
+    # (a decoding step embeds one token and pays this check's fixed cost)
+    if ids.size and int(ids.view(f"u{ids.itemsize}").max()) >= n:
+        bad = int(ids.max()) if int(ids.max()) >= n else int(ids.min())
         raise IndexError(f"embedding: id {bad} is out of range for {n} embeddings")
     return Embedding.apply(weight, input, padding_idx=padding_idx)
 
