@@ -13,7 +13,6 @@ import math
 import numpy as np
 
 from tinytensor import dtypes
-from tinytensor.creation import arange
 from tinytensor.tensor import Tensor
 
 from .embedding import Embedding
@@ -41,8 +40,10 @@ class LearnedPositionalEmbedding(Embedding):
 
     def forward(self, seq_len: int, offset: int = 0):
         _check_range("LearnedPositionalEmbedding", seq_len, offset, self.num_embeddings)
-        positions = arange(offset, offset + seq_len, device=self.weight.device)
-        return super().forward(positions)
+        # NOTE: consecutive rows are a slice, the same values and gradient as embedding ids
+        # offset..offset+seq_len-1, without making the ids and checking them every call, and
+        # its backward writes the rows instead of np.add.at's scatter
+        return self.weight[offset : offset + seq_len]
 
 
 def sinusoidal_table(max_positions: int, d_model: int) -> np.ndarray:

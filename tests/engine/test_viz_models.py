@@ -59,7 +59,11 @@ def test_a_deep_gpt_draws_one_block_marked_with_the_number_of_blocks():
     # one block drawn op by op: q, k, v, out, fc_in, fc_out and one attention
     assert len(ops_named(nodes, "Linear")) == 6
     assert len(ops_named(nodes, "ScaledDotProductAttention")) == 1
-    assert len(ops_named(nodes, "Embedding")) == 2  # tokens and positions, outside the blocks
+    # outside the blocks: the token embedding, and the positions' rows (a slice of wpe)
+    assert len(ops_named(nodes, "Embedding")) == 1
+    assert [n["clusters"] for n in ops_named(nodes, "GetItem")] == [
+        ["wpe (LearnedPositionalEmbedding)"]
+    ]
     assert_well_formed(nodes, edges)
 
 
