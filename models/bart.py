@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tinytensor.nn import functional as F
+
 import tinytensor as tt
 from tinytensor import nn
 
@@ -201,7 +203,8 @@ class BART(EncoderDecoderMixin, HFCheckpointMixin, nn.Module):
                 cache=cache,
             )  # fmt: skip
         head = self.shared.weight if self.lm_head is None else self.lm_head.weight
-        logits = x @ head.T + self.final_logits_bias  # (B, T, vocab)
+        # x @ headᵀ, plus HF's (1, vocab) bias buffer: (B, T, vocab)
+        logits = F.linear(x, head) + self.final_logits_bias
         return ModelOutput(logits=logits)
 
     # ---- HuggingFace checkpoints (BartForConditionalGeneration) ---------------------------

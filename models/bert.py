@@ -147,7 +147,7 @@ class MLMHead(nn.Module):
     def forward(self, h):
         h = self.norm(self.act(self.dense(h)))  # (B, T, D)
         decoder = self.word_embeddings if self.decoder is None else self.decoder
-        return h @ decoder.weight.T + self.bias  # (B, T, vocab)
+        return F.linear(h, decoder.weight, self.bias)  # h @ Wᵀ + bias: (B, T, vocab)
 
 
 class BERT(HFCheckpointMixin, nn.Module):

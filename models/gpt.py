@@ -214,7 +214,9 @@ class GPT(HFCheckpointMixin, nn.Module):
             x = block(x, key_mask=key_mask, attn_bias=attn_bias, is_causal=True, cache=cache)
         x = self.ln_f(x)
         head = self.wte.weight if self.lm_head is None else self.lm_head.weight
-        logits = x @ head.T  # (B, T, vocab): the LM head is the token embedding when tied
+        # (B, T, vocab): the LM head is the token embedding when tied; F.linear is x @ headᵀ in
+        # one op (not a transpose and a product)
+        logits = F.linear(x, head)
         loss = None
         if targets is not None:
             # (B·T, vocab) scores against (B·T,) targets

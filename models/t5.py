@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tinytensor.nn import functional as F
+
 import tinytensor as tt
 from tinytensor import nn
 
@@ -224,7 +226,7 @@ class T5(EncoderDecoderMixin, HFCheckpointMixin, nn.Module):
         if self.config.scale_decoder_outputs:
             x = x * self.config.d_model**-0.5  # keeps the tied head's logits at unit scale
         head = self.shared.weight if self.lm_head is None else self.lm_head.weight
-        return ModelOutput(logits=x @ head.T)  # (B, T, vocab)
+        return ModelOutput(logits=F.linear(x, head))  # x @ headᵀ: (B, T, vocab)
 
     # ---- HuggingFace checkpoints (T5ForConditionalGeneration) -----------------------------
 

@@ -56,8 +56,9 @@ def test_a_deep_gpt_draws_one_block_marked_with_the_number_of_blocks():
     labels = [label for label, _ in clusters.values()]
     assert f"blocks.0–39 ({block}) ×40" in labels
     assert not any(label.startswith("blocks.1 ") for label in labels)
-    # one block drawn op by op: q, k, v, out, fc_in, fc_out and one attention
-    assert len(ops_named(nodes, "Linear")) == 6
+    # one block drawn op by op: q, k, v, out, fc_in, fc_out and one attention; and the LM head
+    linears = ops_named(nodes, "Linear")
+    assert len(linears) == 7 and sum(not n["clusters"] for n in linears) == 1
     assert len(ops_named(nodes, "ScaledDotProductAttention")) == 1
     # outside the blocks: the token embedding, and the positions' rows (a slice of wpe)
     assert len(ops_named(nodes, "Embedding")) == 1
