@@ -95,3 +95,7 @@ from .scatter import index_add, index_fill, scatter, scatter_add
 from .sorting import argsort, argwhere, nonzero, sort, topk
 
 __all__ = [name for name in dir() if not name.startswith("_")]
+
+from ..tensor import bind_ops_as_methods  # noqa: E402 - needs every op above
+
+bind_ops_as_methods()
