@@ -151,7 +151,7 @@ def _embedding(saved):
 def _generic(saved):
     """Ops not listed: the saved plain arguments that read well on their own."""
     parts = []
-    for key in ("axis", "dim", "approximate", "reduction", "upper", "diagonal"):
+    for key in ("axis", "dim", "approximate", "reduction", "upper", "diagonal", "heads"):
         value = saved.get(key)
         if isinstance(value, (bool, int, float, str)) and not isinstance(value, np.ndarray):
             parts.append(f"{'dim' if key == 'axis' else key}={value}")

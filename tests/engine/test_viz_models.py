@@ -14,6 +14,7 @@ from tinytensor.models import GPT, GPTConfig
 
 import tinytensor as tt
 from tinytensor import nn
+from tinytensor.ops import merge_heads, split_heads
 from tinytensor.viz import draw_graph
 
 from .dot_parser import by_label, graph_of
@@ -259,6 +260,8 @@ def test_op_labels_show_their_arguments():
     assert op_label(x.sum(dim=1, keepdim=True), "Sum") == "dim=1, keepdim"
     assert op_label(x.mean(dim=(0, 2)), "Mean") == "dim=(0, 2)"
     assert op_label(x.permute(2, 0, 1).sum(), "Permute") == "dims=(2, 0, 1)"
+    assert op_label(merge_heads(split_heads(x, 2)).sum(), "SplitHeads") == "heads=2"
+    assert op_label(merge_heads(split_heads(x, 2)).sum(), "MergeHeads") == "heads=2"
     assert op_label(F.gelu(x, approximate="tanh").sum(), "Gelu") == "approximate=tanh"
     assert op_label(F.gelu(x).sum(), "Gelu") == ""
     assert op_label(F.layer_norm(x, (4,)).sum(), "LayerNorm") == "over dims 2"

@@ -18,11 +18,12 @@ from ._checks import check_int, check_tensor
 class SplitHeads(Function):
     """z = x (B, T, H·D) viewed as (B, T, H, D), axes 1 and 2 swapped;  dL/dx = merge_heads(g)."""
 
-    saves_arrays = False  # nothing: the gradient's shape says it all
+    saves_arrays = False  # only the head count (which graph labels show)
     may_alias = True  # a view of x (a copy only when x's strides do not allow one)
 
     def forward(self, x, n_heads=1):
         b, t, c = x.shape
+        self.heads = n_heads
         return x.reshape(b, t, n_heads, c // n_heads).transpose(0, 2, 1, 3)
 
     def backward(self, g):
@@ -33,7 +34,7 @@ class SplitHeads(Function):
 class MergeHeads(Function):
     """z = x (B, H, T, D) with axes 1 and 2 swapped, as (B, T, H·D);  dL/dx = split_heads(g, H)."""
 
-    saves_arrays = False
+    saves_arrays = False  # only the head count
     may_alias = True  # a copy unless H or T is 1 (NumPy's reshape decides, as torch's)
 
     def forward(self, x):
