@@ -76,6 +76,8 @@ class Device:
     def __eq__(self, other):
         if other.__class__ is Device:  # NOTE: the usual case (x.device == y.device), no parsing
             return self.type == other.type
+        if other.__class__ is str and (other == "cpu" or other == "cuda"):  # no parsing either
+            return self.type == other
         try:
             other = Device(other)
         except (TypeError, ValueError):
