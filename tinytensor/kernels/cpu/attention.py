@@ -273,11 +273,12 @@ def head_by_head(q, k, v, allowed):
     (NumPy runs a batch of small products on one thread, and OpenBLAS runs one thread anyway
     while the pool splits the large products, gemm.py), and on one thread too with MKL, which
     reads the heads without copies. Needs no mask or one (Nq, Nk) mask, and no empty dims."""
-    if q.ndim < 3 or 0 in q.shape or 0 in k.shape or 0 in v.shape:
+    d = q.shape[-1] if q.ndim >= 3 else 0
+    # the scores' count first (a decoding step's one query stops here): a call per head costs
+    # more below HEADS_MIN_SCORES; no queries or keys count 0
+    if not d or q.size // d * k.shape[-2] < HEADS_MIN_SCORES or 0 in v.shape:
         return False
-    heads = q.size // (q.shape[-1] * q.shape[-2])
-    if heads * q.shape[-2] * k.shape[-2] < HEADS_MIN_SCORES:  # a call per head costs more
-        return False
+    heads = q.size // (d * q.shape[-2])
     if allowed is not None and not (
         allowed.shape == (q.shape[-2], k.shape[-2])
         and allowed.dtype == np.bool_
