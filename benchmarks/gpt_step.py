@@ -234,26 +234,30 @@ def run_rounds(configs, thread_counts, libs, rounds, steps, warmup, server=Serve
 
 def print_step_table(results, configs, thread_counts, libs, what="GPT step, ms/step"):
     print(
-        f"\n{what} (median over rounds); ratio = tinytensor / PyTorch (median, and "
-        "min-max over rounds: the noise; fastest: the ratio of each one's fastest round)"
+        f"\n{what} (median over rounds); ratios (median of the rounds' ratios, and their "
+        "min-max: the noise; fastest: the ratio of each one's fastest round)"
     )
-    compared = [lib for lib in libs if lib != "torch"]
-    names = [LABELS[lib] for lib in libs] + [f"{LABELS[lib]} / PyTorch" for lib in compared]
+    pairs = [(lib, "torch") for lib in libs if lib != "torch"]
+    if "tinytensor-baseline" in libs:  # the change itself: this checkout against the other one
+        pairs.append(("tinytensor", "tinytensor-baseline"))
+    names = [LABELS[lib] for lib in libs] + [f"{LABELS[a]} / {LABELS[b]}" for a, b in pairs]
     print("| config | threads | " + " | ".join(names) + " |")
     print("|---|---|" + "---|" * len(names))
     for config in configs:
         for threads in thread_counts:
             ms = {lib: results[(config, threads, lib)] for lib in libs}
             cells = [f"{statistics.median(ms[lib]):.1f}" for lib in libs]
-            ratios = []
-            for lib in compared:
-                per_round = [a / b for a, b in zip(ms[lib], ms["torch"])]
-                ratios.append(
-                    f"{statistics.median(per_round):.2f} "
-                    f"({min(per_round):.2f}-{max(per_round):.2f}; "
-                    f"fastest {min(ms[lib]) / min(ms['torch']):.2f})"
-                )
+            ratios = [_ratio_cell(ms[a], ms[b]) for a, b in pairs]
             print(f"| {config} | {threads} | " + " | ".join(cells + ratios) + " |")
+
+
+def _ratio_cell(times, reference_times):
+    """The median of the per-round ratios, their spread, and the fastest rounds' ratio."""
+    per_round = [a / b for a, b in zip(times, reference_times)]
+    return (
+        f"{statistics.median(per_round):.2f} ({min(per_round):.2f}-{max(per_round):.2f}; "
+        f"fastest {min(times) / min(reference_times):.2f})"
+    )
 
 
 def print_scaling_table(results, config, thread_counts, libs):
