@@ -324,6 +324,18 @@ def test_version_counts_inplace_ops_and_views_share_it(torch):
         assert x.numpy()[1:].tolist() == [[2.0] * 3] * 3
 
 
+def test_views_made_under_no_grad_share_the_version_counter(torch):
+    # no_grad takes a shorter path through Function.apply for one-input ops: views made there
+    # must still know their base
+    for lib in (torch, tt):
+        x = lib.zeros(4, 3)
+        with lib.no_grad():
+            views = [x[1:], x[0], x[:, ::2], x.view(12), x.transpose(0, 1), x.unsqueeze(0)]
+        x.add_(1)
+        views[0].mul_(2)
+        assert [v._version for v in views] == [2] * len(views) == [x._version] * 6, lib.__name__
+
+
 # ---- views and copies, as PyTorch ------------------------------------------------------------
 
 # (name, function) pairs: PyTorch returns a view for each of these.
