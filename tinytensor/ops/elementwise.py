@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from .. import dtypes
 from ..backend import get_array_module, is_cupy_array
 from ..function import Function
@@ -24,6 +26,22 @@ def _erf(x):
     else:
         from scipy.special import erf
     return erf(x)
+
+
+_NUMPY_ZEROS: dict = {}  # dtype -> a 0-d NumPy zero of it (never written: ufuncs only read it)
+
+
+def zero_of(x):
+    """0 as an operand of `x`'s ufuncs: a 0-d array of x's dtype for NumPy, 0 for CuPy.
+
+    NOTE: NumPy 2 resolves a Python scalar's dtype on every call (its "weak scalar" promotion):
+    np.maximum(x, 0) on 16x16 float32 took 1.5 µs, np.maximum(x, zero) 0.9."""
+    if x.__class__ is not np.ndarray:
+        return 0
+    zero = _NUMPY_ZEROS.get(x.dtype)
+    if zero is None:
+        zero = _NUMPY_ZEROS[x.dtype] = np.zeros((), x.dtype)
+    return zero
 
 
 # ---- arithmetic ---------------------------------------------------------------------------
@@ -259,11 +277,11 @@ class Relu(Function):
         # NOTE: maximum, not x·[x > 0]: half the time on small tensors (no bool-to-float
         # multiply), and -3 gives 0.0 rather than -0.0, as PyTorch; NaN stays NaN. It saves its
         # output, as PyTorch does (so a relu_ on that output is caught).
-        self.z = get_array_module(x).maximum(x, 0)
+        self.z = get_array_module(x).maximum(x, zero_of(x))
         return self.z
 
     def backward(self, g):
-        return g * (self.z > 0)
+        return g * (self.z > zero_of(self.z))
 
 
 _SQRT_2_OVER_PI = math.sqrt(2 / math.pi)
