@@ -314,7 +314,7 @@ def test_fake_device_reports_its_device(on_fake_gpu):
         ("Mul", lambda a, b, mask: b * a),
         ("MatMul", lambda a, b, mask: a @ b.T),
         ("Maximum", lambda a, b, mask: tt.maximum(a, b)),
-        ("cat", lambda a, b, mask: tt.cat([a, b])),
+        ("Cat", lambda a, b, mask: tt.cat([a, b])),
         ("stack", lambda a, b, mask: tt.stack([a, b])),
         ("where", lambda a, b, mask: tt.where(mask, a, a)),
         ("masked_fill", lambda a, b, mask: a.masked_fill(mask, 0.0)),

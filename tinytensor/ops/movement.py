@@ -80,8 +80,9 @@ class GetItem(Function):
     may_alias = True  # basic indexing gives a view; integer/bool arrays give a copy
 
     def forward(self, x, index=()):
-        if not builtins.any(i is Ellipsis for i in index):
-            index = (*index, Ellipsis)  # x[0] of a 1-D x: a 0-d view, as PyTorch (not a copy)
+        # x[0] of a 1-D x: a 0-d view with a trailing Ellipsis, as PyTorch (not a copy)
+        if not (index and index[-1] is Ellipsis) and not builtins.any(i is Ellipsis for i in index):
+            index = (*index, Ellipsis)
         self.shape, self.dtype, self.index = x.shape, x.dtype, index
         return x[index]
 
@@ -298,6 +299,23 @@ def normalize_index(index, op="getitem"):
 
 
 def getitem(x, index):
+    # NOTE: ints and slices alone (x[1:5, ::2], x[:, -1]) need none of _checked_index's work:
+    # that common case costs 1 µs less (16x16 under no_grad: 3.3 -> 2.3 µs)
+    items = index if index.__class__ is tuple else (index,)
+    for i in items:
+        if i.__class__ is not slice and i.__class__ is not int:
+            index = _checked_index(x, index)
+            break
+    else:
+        index = (*items, Ellipsis)  # what GetItem.forward would append
+    try:
+        return GetItem.apply(x, index=index)
+    except IndexError as e:
+        raise IndexError(f"getitem: {e} (tensor shape {x.shape})") from None
+
+
+def _checked_index(x, index):
+    """`index` normalized (normalize_index), its arrays on x's device."""
     index = normalize_index(index)
     for i in index:
         if (
@@ -310,10 +328,7 @@ def getitem(x, index):
         index = tuple(
             get_array_module(x._array).asarray(i) if hasattr(i, "shape") else i for i in index
         )
-    try:
-        return GetItem.apply(x, index=index)
-    except IndexError as e:
-        raise IndexError(f"getitem: {e} (tensor shape {x.shape})") from None
+    return index
 
 
 def setitem(x, index, value):
@@ -381,28 +396,31 @@ def _check_same_device(tensors, op):
 
 
 def _tensor_list(tensors, op):
-    """The tensors of cat/stack as a list; a Tensor or a number in their place is a TypeError
-    (list(tensor) would quietly split it into rows)."""
-    if isinstance(tensors, Tensor) or not isinstance(tensors, (list, tuple)):
-        raise TypeError(
-            f"{op}: tensors must be a list or tuple of Tensors, got {type(tensors).__name__}"
-        )
-    for i, t in enumerate(tensors):
-        if not isinstance(t, Tensor):
+    """The tensors of cat/stack (the list or tuple itself); a Tensor or a number in their place
+    is a TypeError (list(tensor) would quietly split it into rows)."""
+    if tensors.__class__ is not list and tensors.__class__ is not tuple:
+        if isinstance(tensors, Tensor) or not isinstance(tensors, (list, tuple)):
+            raise TypeError(
+                f"{op}: tensors must be a list or tuple of Tensors, got {type(tensors).__name__}"
+            )
+    for t in tensors:
+        if t.__class__ is not Tensor and not isinstance(t, Tensor):
+            i = next(i for i, t in enumerate(tensors) if not isinstance(t, Tensor))
             raise TypeError(
                 f"{op}: expected Tensor as element {i} of tensors, got {type(t).__name__} {t!r:.40}"
             )
     if not tensors:
         raise ValueError(f"{op}: expected a non-empty list of tensors")
-    return list(tensors)
+    return tensors
 
 
 def cat(tensors, dim=0):
     """Joins tensors along an existing dim; all other dims must match."""
     tensors = _tensor_list(tensors, "cat")
-    _check_same_device(tensors, "cat")
     axis = normalize_dim(dim, tensors[0]._array.ndim, "cat")
-    try:  # NOTE: NumPy checks the shapes; only a failure pays for our message
+    # NOTE: NumPy checks the shapes and Function.apply the devices; only a failure pays for a
+    # message of ours
+    try:
         return Cat.apply(*tensors, axis=axis)
     except ValueError:
         ref = tensors[0].shape
