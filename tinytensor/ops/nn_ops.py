@@ -10,7 +10,7 @@ import numpy as np
 from .. import dtypes
 from ..backend import get_array_module, is_cupy_array
 from ..function import Function
-from ..kernels.cpu.dispatch import kernels_for
+from ..kernels.cpu.dispatch import kernels_for, kernels_for_array
 from ..tensor import Tensor
 from ._checks import (
     check_finite,
@@ -43,7 +43,7 @@ class Softmax(Function):
     def forward(self, x, axis=-1):
         self.axis = axis
         # the fused kernel (kernels/cpu/softmax.py) where it applies: last dim, NumPy float
-        fused = kernels_for("softmax", x) if axis == x.ndim - 1 else None
+        fused = kernels_for_array("softmax", x) if axis == x.ndim - 1 else None
         self.p = fused.softmax_forward(x) if fused else _softmax(x, axis)
         return self.p
 
@@ -60,7 +60,7 @@ class LogSoftmax(Function):
 
     def forward(self, x, axis=-1):
         self.axis = axis
-        fused = kernels_for("softmax", x) if axis == x.ndim - 1 else None
+        fused = kernels_for_array("softmax", x) if axis == x.ndim - 1 else None
         self.z = fused.log_softmax_forward(x) if fused else _log_softmax(x, axis)
         return self.z
 
@@ -104,7 +104,7 @@ class CrossEntropy(Function):
         m, c = z.shape
         eps = label_smoothing
         self.reduction, self.eps = reduction, eps
-        self.fused = kernels_for("softmax", z) if probs is None else None
+        self.fused = kernels_for_array("softmax", z) if probs is None else None
         if self.fused:  # one pass over the logits, keeping only each row's log-sum-exp
             self.z, self.q, self.log_p, self.target = z, None, None, target
             losses, self.lse, self.keep, kept, bad, loss_sum = self.fused.cross_entropy_forward(

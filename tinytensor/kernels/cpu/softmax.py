@@ -128,7 +128,10 @@ def _rows(x):
 def softmax_forward(x):
     """softmax over the last dim."""
     p = buffers.empty_like(x)
-    pick(_softmax_forward, x.size)(_rows(x), _rows(p))
+    if x.ndim == 2:  # NOTE: no _rows calls for the usual (rows, C): a tenth of a 16x16 softmax
+        pick(_softmax_forward, x.size)(x, p)
+    else:
+        pick(_softmax_forward, x.size)(_rows(x), _rows(p))
     return p
 
 
@@ -141,7 +144,10 @@ def softmax_backward(p, g):
 
 def log_softmax_forward(x):
     z = buffers.empty_like(x)
-    pick(_log_softmax_forward, x.size)(_rows(x), _rows(z))
+    if x.ndim == 2:  # as in softmax_forward
+        pick(_log_softmax_forward, x.size)(x, z)
+    else:
+        pick(_log_softmax_forward, x.size)(_rows(x), _rows(z))
     return z
 
 
