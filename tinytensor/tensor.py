@@ -241,7 +241,7 @@ class Tensor:
     @property
     def T(self) -> Tensor:
         """All dimensions reversed (the matrix transpose for 2-D tensors)."""
-        return self.permute(*reversed(range(self.ndim)))
+        return _ops.movement.reverse_dims(self)
 
     @property
     def mT(self) -> Tensor:

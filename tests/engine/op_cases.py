@@ -282,6 +282,7 @@ add(
     _case("Permute", "permute", lambda r: [leaf(r, 2, 3, 4)], lambda x: x.permute(2, 0, 1)),
     _case("Permute", "transpose", lambda r: [leaf(r, 2, 3, 4)], lambda x: x.transpose(0, -1)),
     _case("Permute", "T", lambda r: [leaf(r, 3, 4)], lambda x: x.T),
+    _case("Permute", "T-3d", lambda r: [leaf(r, 2, 3, 4)], lambda x: x.T),
     _case("Permute", "mT", lambda r: [leaf(r, 2, 3, 4)], lambda x: x.mT),
     _case(
         "SplitHeads",

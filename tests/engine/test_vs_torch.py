@@ -145,6 +145,8 @@ MOVEMENT = [
     case("permute", [randn(2, 3, 4)], lambda m, F, x: x.permute(1, 2, 0)),
     case("permute-tuple", [randn(2, 3, 4)], lambda m, F, x: m.permute(x, (2, 0, 1))),
     case("T", [randn(3, 4)], lambda m, F, x: x.T),
+    case("T-1d", [randn(5)], lambda m, F, x: x.T * x),
+    case("T-3d", [randn(2, 3, 4)], lambda m, F, x: x.permute(2, 1, 0) * x.T),
     case("mT", [randn(2, 3, 4)], lambda m, F, x: x.mT),
     case(
         "split_heads",

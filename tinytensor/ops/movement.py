@@ -221,6 +221,13 @@ def permute(x, *dims):
     return Permute.apply(x, dims=dims)
 
 
+def reverse_dims(x):
+    """x.T: every dim reversed. NOTE: not permute(*reversed(range(ndim))), whose checks and
+    inverse cost 9 µs of a 3 µs op; a reversal is its own inverse."""
+    dims = tuple(range(x._array.ndim - 1, -1, -1))
+    return Permute.apply(x, dims=dims, inverse=dims)
+
+
 def transpose(x, dim0, dim1):
     ndim = x._array.ndim
     d0, d1 = normalize_dim(dim0, ndim, "transpose"), normalize_dim(dim1, ndim, "transpose")
