@@ -105,12 +105,12 @@ def _rms_norm_backward(x, w, g, rstd, gx, gw_parts, want_gx):
 
 def layer_norm_forward(x, weight, bias, eps):
     """y = (x - μ)·r·w + b per row of x (..., n); returns y, μ (rows,), r (rows,)."""
-    x2 = x.reshape(-1, x.shape[-1])
+    x2 = x if x.ndim == 2 else x.reshape(-1, x.shape[-1])
     rows = x2.shape[0]
     y = buffers.empty_like(x2)
     mean, rstd = np.empty(rows, x.dtype), np.empty(rows, x.dtype)
     pick(_layer_norm_forward, x2.size)(x2, weight, bias, eps, y, mean, rstd)
-    return y.reshape(x.shape), mean, rstd
+    return (y if x.ndim == 2 else y.reshape(x.shape)), mean, rstd
 
 
 def layer_norm_backward(x, weight, g, mean, rstd, want_gx):
