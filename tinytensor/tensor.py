@@ -999,7 +999,7 @@ OPS_AS_METHODS = {  # method -> the op's name in tinytensor.ops
     "permute": "permute",
     "softmax": "softmax",
     "log_softmax": "log_softmax",
-    "sum": "torch_extras.sum",
+    "sum": "sum",
     "mean": "mean",
     "exp": "exp",
     "log": "log",

@@ -24,7 +24,8 @@ from ._checks import (
 )
 from ._util import normalize_dim
 
-_FLOAT16 = np.dtype(np.float16)  # compared as a dtype: against np.float16 (a type) costs 0.1 µs
+# compared as dtypes: a comparison with np.float16 (a type) costs 0.1 µs more
+_FLOAT16, _INT64 = np.dtype(np.float16), np.dtype(np.int64)
 
 
 def _softmax(x, axis):
@@ -404,7 +405,7 @@ def cross_entropy(input, target, ignore_index=-100, reduction="mean", label_smoo
                 f"{tuple(input.shape)} (expected class ids of shape {expected})"
             )
         targets = t
-        if spatial or t_array.dtype != np.int64:  # the op reads (rows,) int64 ids
+        if spatial or t_array.dtype != _INT64:  # the op reads (rows,) int64 ids
             targets = Tensor._wrap(t._array.reshape(-1).astype(np.int64, copy=False), False, None)
     else:
         raise TypeError(f"cross_entropy: target must hold integer class ids, got {target.dtype}")

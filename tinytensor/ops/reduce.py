@@ -177,9 +177,12 @@ class AnyAll(Function):
 # ---- functional API -----------------------------------------------------------------------
 
 
-def sum(x, dim=None, keepdim=False):  # noqa: A001 - PyTorch's name
+def sum(x, dim=None, keepdim=False, *, dtype=None):  # noqa: A001 - PyTorch's name
+    """Σ over `dim` (all dims for None or ()); `dtype` casts the input first, as PyTorch."""
     check_tensor(x, "sum")
-    return Sum.apply(x, axes=normalize_dims(dim, x.ndim, "sum"), keepdim=keepdim)
+    if dtype is not None:
+        x = x.to(dtype)
+    return Sum.apply(x, axes=normalize_dims(dim, x._array.ndim, "sum"), keepdim=keepdim)
 
 
 def mean(x, dim=None, keepdim=False):

@@ -352,11 +352,6 @@ def min(x, dim=None, keepdim=False):  # noqa: A001 - PyTorch's name
     return rd.min(x, dim, keepdim)
 
 
-def sum(x, dim=None, keepdim=False, *, dtype=None):  # noqa: A001 - PyTorch's name
-    """Σ over `dim` (all dims for None or ()); `dtype` casts the input first, as PyTorch."""
-    return rd.sum(x if dtype is None else x.to(dtype), dim, keepdim)
-
-
 def prod(x, dim=None, keepdim=False):
     """Π over `dim` (or all), as exp Σ log|x| with the sign put back.
 
