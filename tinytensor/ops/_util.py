@@ -91,11 +91,14 @@ def normalize_dim(dim, ndim, op):
     return dim % n
 
 
+_ALL_AXES = tuple(tuple(range(n)) for n in range(65))  # NumPy 2 arrays have at most 64 dims
+
+
 def normalize_dims(dim, ndim, op):
     """`dim` (None, int or a sequence) as a sorted tuple of distinct non-negative axes."""
     if dim is None or (isinstance(dim, (list, tuple)) and not dim):
         # NOTE: PyTorch reads an empty dim list as "all dims" (x.sum(dim=()) is the full sum)
-        return tuple(range(ndim))
+        return _ALL_AXES[ndim]  # tuple(range(ndim)), made once (a tenth of a small sum)
     if isinstance(dim, (list, tuple)):
         axes = [normalize_dim(d, ndim, op) for d in dim]
         if len(set(axes)) != len(axes):  # as PyTorch: sum(dim=(0, 0)) is an error, not a sum
