@@ -438,17 +438,23 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):  # no
             f"layer_norm: input shape {tuple(input.shape)} does not end with normalized_shape "
             f"{shape}"
         )
-    args = [input]
-    for name, p in (("weight", weight), ("bias", bias)):
-        if p is not None:
-            if check_tensor(p, "layer_norm", name)._array.shape != shape:
-                raise ValueError(f"layer_norm: {name} shape {tuple(p.shape)} != {shape}")
-            args.append(p)
-    if bias is not None and weight is None:
-        raise ValueError("layer_norm: a bias without a weight is not supported")
+    # NOTE: weight and bias checked one by one, not in a loop over (name, tensor) pairs, and
+    # the op applied without star-args: the wrapper is most of a one-token layer_norm
+    if weight is not None and check_tensor(weight, "layer_norm", "weight")._array.shape != shape:
+        raise ValueError(f"layer_norm: weight shape {tuple(weight.shape)} != {shape}")
+    if bias is not None:
+        if check_tensor(bias, "layer_norm", "bias")._array.shape != shape:
+            raise ValueError(f"layer_norm: bias shape {tuple(bias.shape)} != {shape}")
+        if weight is None:
+            raise ValueError("layer_norm: a bias without a weight is not supported")
     if input._array.dtype == _FLOAT16:  # NOTE: statistics in float32, as PyTorch (x² overflows)
-        return LayerNorm.apply(*[a.float() for a in args], n=len(shape), eps=eps).half()
-    return LayerNorm.apply(*args, n=len(shape), eps=eps)
+        args = [a.float() for a in (input, weight, bias) if a is not None]
+        return LayerNorm.apply(*args, n=len(shape), eps=eps).half()
+    if bias is not None:
+        return LayerNorm.apply(input, weight, bias, n=len(shape), eps=eps)
+    if weight is not None:
+        return LayerNorm.apply(input, weight, n=len(shape), eps=eps)
+    return LayerNorm.apply(input, n=len(shape), eps=eps)
 
 
 def rms_norm(input, normalized_shape, weight=None, eps=None):  # noqa: A002
