@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+from .. import amp
 from ..amp import cast_for_matmul
 from ..function import Function
 from ..kernels.cpu.dispatch import MIN_PRODUCT_MULTIPLY_ADDS, kernels_for
@@ -106,14 +107,17 @@ class Linear(Function):
         # NOTE: one (N, in) @ (in, out) GEMM over all batch rows: NumPy runs a batched (B, T, in)
         # operand as B small GEMMs, ~25% slower at GPT sizes. Same products, same rounding.
         x2 = x if x.ndim == 2 else x.reshape(-1, x.shape[-1])
-        pool = _pooled(x2, weight.T)
+        w_t = weight.T
+        # (_pooled's own first test, without its call: a decoded token's products are small)
+        small = x2.size * w_t.shape[1] < MIN_PRODUCT_MULTIPLY_ADDS
+        pool = None if small else _pooled(x2, w_t)
         if pool and (bias is None or kernels_for("gemm", bias)):
-            z = pool.product(x2, weight.T, bias)
+            z = pool.product(x2, w_t, bias)
         else:
-            z = x2.dot(weight.T)  # 2-D dot: matmul's BLAS call, ~0.5 µs less dispatch when small
+            z = x2.dot(w_t)  # 2-D dot: matmul's BLAS call, ~0.5 µs less dispatch when small
             if bias is not None:
                 z += bias
-        return z if x.ndim == 2 else z.reshape(*x.shape[:-1], weight.shape[0])
+        return z if x.ndim == 2 else z.reshape(x.shape[:-1] + w_t.shape[1:])
 
     def backward(self, g):
         needs = self.needs_input_grad
@@ -147,7 +151,8 @@ def matmul(x, y):
     check_tensor(x, "matmul"), check_tensor(y, "matmul", "other")  # as torch: no Python numbers
     if x._array.dtype != y._array.dtype:
         x, y = binary_operands(x, y, "matmul")
-    x, y = cast_for_matmul(x, y)
+    if amp._autocast_dtype is not None:  # (the test inline: a call costs a small product 4%)
+        x, y = cast_for_matmul(x, y)
     a, b = x._array, y._array
     if a.ndim == 0 or b.ndim == 0:
         raise ValueError(f"matmul: both arguments need at least 1 dim, got {a.shape} and {b.shape}")
@@ -166,7 +171,8 @@ def linear(x, weight, bias=None):
     check_tensor(x, "linear"), check_tensor(weight, "linear", "weight")
     if bias is not None:
         check_tensor(bias, "linear", "bias")
-    x, weight, bias = cast_for_matmul(x, weight, bias)
+    if amp._autocast_dtype is not None:
+        x, weight, bias = cast_for_matmul(x, weight, bias)
     x_shape, w_shape = x._array.shape, weight._array.shape  # arrays' shapes: no properties
     if len(w_shape) != 2 or not x_shape or x_shape[-1] != w_shape[1]:
         raise ValueError(
