@@ -12,7 +12,7 @@ import math
 
 from ..backend import get_array_module
 from ..function import Function
-from ..kernels.cpu.dispatch import kernels_for
+from ..kernels.cpu.dispatch import kernels_for, kernels_for_array
 from ..tensor import Tensor, devices_mismatch_error
 from ._checks import check_finite, check_probability
 from .nn_ops import dropout_keep_mask
@@ -100,7 +100,7 @@ class ScaledDotProductAttention(Function):
         # NOTE: the scores are one fresh array, updated in place from here on (the same
         # operations as out-of-place, so the same rounding, without a temporary per step).
         s = q @ _swap(k)
-        fused = kernels_for("attention", s) if bias is None else None
+        fused = kernels_for_array("attention", s) if bias is None else None
         self.fused = fused if fused and fused.mask_fits(s, allowed) else None
         if self.fused:  # scale, mask and softmax in one pass (kernels/cpu/attention.py)
             p = self.fused.masked_softmax_(s, scale, allowed)

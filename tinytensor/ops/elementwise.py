@@ -13,7 +13,7 @@ import numpy as np
 from .. import dtypes
 from ..backend import get_array_module, is_cupy_array
 from ..function import Function
-from ..kernels.cpu.dispatch import PARALLEL_MIN_ELEMENTS, kernels_for, pooled_add
+from ..kernels.cpu.dispatch import PARALLEL_MIN_ELEMENTS, kernels_for_array, pooled_add
 from ..tensor import Tensor
 from ._checks import check_real, check_tensor
 from ._util import as_tensor_like, binary_operands, floating
@@ -296,12 +296,12 @@ class Gelu(Function):
     """
 
     def forward(self, x, approximate="none"):
-        xp = get_array_module(x)
         self.x, self.approximate = x, approximate
-        self.fused = kernels_for("gelu", x)
+        self.fused = kernels_for_array("gelu", x)
         if self.fused:  # one pass (kernels/cpu/gelu.py), keeping tanh(...) or Φ(x) as below
             z, self.saved = self.fused.gelu_forward(x, approximate)
             return z
+        xp = get_array_module(x)
         if approximate == "tanh":
             # NOTE: x * x * x, not x**3: NumPy sends a float power of 3 to powf, ~50x slower.
             # In place on one fresh temporary: the same operations in the same order as
