@@ -20,6 +20,10 @@ Fairness:
   same drift; each number is the best over the repeats (the usual `timeit` practice: the
   minimum is the least disturbed). Whole-suite rounds per process, as before, let one library's
   round fall into a slow minute and moved the geometric means by 0.3 between runs.
+- Each library runs in `--processes` processes (3 by default), which take the library's turns
+  in rotation; its number is the best over all of them. One process can be steadily faster or
+  slower than another running the same code (where its arrays and objects landed in memory):
+  two processes of one checkout, timed this way, differed by up to 15% on single 16x16 ops.
 - `--baseline PATH` runs a third worker on the tinytensor of another checkout (with its own nn
   and models: benchmarks/baseline_checkout.py),
   interleaved the same way, and adds a column: this tinytensor's time over that one's.
@@ -316,30 +320,40 @@ def main():
     parser.add_argument("--only", default="", help="comma-separated case names to run")
     parser.add_argument("--repeats", type=int, default=15, help="interleaved measurements each")
     parser.add_argument("--baseline", help="another checkout whose tinytensor to compare")
+    parser.add_argument(
+        "--processes", type=int, default=3, help="worker processes per library (see Fairness)"
+    )
     parser.add_argument("--worker", choices=("torch", "tinytensor"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
         return serve(args.worker, args.only, args.quick)
 
-    workers = [_Worker("torch", args), _Worker("tinytensor", args)]
+    processes = max(1, args.processes)
+    libraries = [("torch", None), ("tinytensor", None)]
     if args.baseline:
-        workers.append(_Worker("tinytensor", args, pythonpath=args.baseline))
+        libraries.append(("tinytensor", args.baseline))
+    # groups[i]: library i's processes, which take its turns in rotation
+    groups = [[_Worker(name, args, path) for _ in range(processes)] for name, path in libraries]
     cases = _cases(args.only)
-    best = [[[math.inf] * len(MODES) for _ in cases] for _ in workers]
+    best = [[[math.inf] * len(MODES) for _ in cases] for _ in groups]
     repeats = 2 if args.quick else max(1, args.repeats)
     for r in range(repeats):
         for c in range(len(cases)):
             for m in range(len(MODES)):
-                turn = workers[r % len(workers) :] + workers[: r % len(workers)]
-                for w in turn:
-                    i = workers.index(w)
-                    best[i][c][m] = min(best[i][c][m], w.measure(c, m))
-    for w in workers:
-        w.close()
+                for k in range(len(groups)):  # who goes first rotates too
+                    i = (r + k) % len(groups)
+                    worker = groups[i][r % processes]
+                    best[i][c][m] = min(best[i][c][m], worker.measure(c, m))
+    for group in groups:
+        for w in group:
+            w.close()
 
-    print(_header(*workers[0].about))
+    print(_header(*groups[0][0].about))
     print(f"microseconds per call, {N}x{N} float32 (MLP: batch {BATCH}, hidden {HIDDEN}); best of")
-    print(f"{repeats} measurements interleaved between the libraries' processes")
+    print(
+        f"{repeats} measurements interleaved between the libraries, each library's taken in turn "
+        f"by {processes} processes"
+    )
     print(f"{'':<16}" + "".join(f" {'-- ' + g + ' --':>23}" for g in MODES))
     print(f"{'case':<16}" + f"{'torch':>8}{'tt':>8}{'tt/pt':>8}" * len(MODES))
     ratios = [[] for _ in MODES]
