@@ -499,14 +499,22 @@ class LogicalNot(Function):
 
 
 def add(a, b):
+    # NOTE: two tensors of one dtype (nearly every call) go straight to the op: binary_operands'
+    # call and the star-args cost ~0.15 µs of a 1.7 µs add
+    if a.__class__ is Tensor and b.__class__ is Tensor and a._array.dtype is b._array.dtype:
+        return Add.apply(a, b)
     return Add.apply(*binary_operands(a, b, "add"))
 
 
 def sub(a, b):
+    if a.__class__ is Tensor and b.__class__ is Tensor and a._array.dtype is b._array.dtype:
+        return Sub.apply(a, b)  # as in add
     return Sub.apply(*binary_operands(a, b, "sub"))
 
 
 def mul(a, b):
+    if a.__class__ is Tensor and b.__class__ is Tensor and a._array.dtype is b._array.dtype:
+        return Mul.apply(a, b)  # as in add
     return Mul.apply(*binary_operands(a, b, "mul"))
 
 
