@@ -14,6 +14,7 @@ waiting forever in a collective.
 from __future__ import annotations
 
 import sys
+import time
 import traceback
 
 from .launcher_env import RANK, WORLD_SIZE, export_torchrun_variables, launcher_value
@@ -123,6 +124,7 @@ def abort_job(code: int) -> None:
     """
     if _backend is not None:
         if _backend.world_size > 1:
+            _let_output_through()
             _backend.abort(code)
         return
     if launcher_value(WORLD_SIZE, 1) > 1:
@@ -131,7 +133,22 @@ def abort_job(code: int) -> None:
         except ImportError:
             return
         if not MPI.Is_finalized():
+            _let_output_through()
             MPI.COMM_WORLD.Abort(code)
+
+
+OUTPUT_GRACE_SECONDS = 0.5
+
+
+def _let_output_through() -> None:
+    """Waits a moment before MPI_Abort, so that mpiexec forwards what this rank printed.
+
+    NOTE: MPI_Abort has mpiexec kill every process of the job at once; output still in the
+    pipes between a rank and mpiexec dies with them. One CI run of the failing-rank test got
+    no output at all, the traceback included; the other runs, before and after, had it."""
+    sys.stderr.flush()
+    sys.stdout.flush()
+    time.sleep(OUTPUT_GRACE_SECONDS)
 
 
 def _install_excepthook() -> None:
