@@ -228,12 +228,21 @@ def reverse_dims(x):
     return Permute.apply(x, dims=dims, inverse=dims)
 
 
+_SWAPS: dict = {}  # (ndim, dim0, dim1) of int dims checked once -> transpose's permutation
+
+
 def transpose(x, dim0, dim1):
     ndim = x._array.ndim
-    d0, d1 = normalize_dim(dim0, ndim, "transpose"), normalize_dim(dim1, ndim, "transpose")
-    dims = list(range(ndim))
-    dims[d0], dims[d1] = d1, d0
-    dims = tuple(dims)
+    ints = dim0.__class__ is int and dim1.__class__ is int  # (a bool would hash as 0 or 1)
+    # NOTE: the permutation of a swap already made: a third of a small transpose's overhead
+    dims = _SWAPS.get((ndim, dim0, dim1)) if ints else None
+    if dims is None:
+        d0, d1 = normalize_dim(dim0, ndim, "transpose"), normalize_dim(dim1, ndim, "transpose")
+        dims = list(range(ndim))
+        dims[d0], dims[d1] = d1, d0
+        dims = tuple(dims)
+        if ints:
+            _SWAPS[ndim, dim0, dim1] = dims
     return Permute.apply(x, dims=dims, inverse=dims)  # a swap undoes itself
 
 
