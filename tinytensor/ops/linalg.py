@@ -151,7 +151,7 @@ def matmul(x, y):
     check_tensor(x, "matmul"), check_tensor(y, "matmul", "other")  # as torch: no Python numbers
     if x._array.dtype != y._array.dtype:
         x, y = binary_operands(x, y, "matmul")
-    if amp._autocast_dtype is not None:  # (the test inline: a call costs a small product 4%)
+    if amp._autocast_dtype is not None:  # (tested inline: the call cost ~0.2 µs of a 16x16 @)
         x, y = cast_for_matmul(x, y)
     a, b = x._array, y._array
     if a.ndim == 0 or b.ndim == 0:
