@@ -10,6 +10,22 @@ from .. import dtypes
 from ..backend import get_array_module
 from ..tensor import Tensor, _as_array
 
+_NUMPY_ZEROS: dict = {}  # dtype -> a 0-d NumPy zero of it (never written: ufuncs only read it)
+
+
+def zero_of(x):
+    """A 0-d zero of array x's dtype on its device, as an operand of x's ufuncs (relu, where).
+
+    NOTE: NumPy's are made once per dtype and shared: NumPy 2 resolves a Python scalar's dtype
+    on every call (its "weak scalar" promotion), so np.maximum(x, 0) on 16x16 float32 took
+    1.5 µs, np.maximum(x, zero) 0.9."""
+    if x.__class__ is not np.ndarray:
+        return get_array_module(x).zeros((), x.dtype)
+    zero = _NUMPY_ZEROS.get(x.dtype)
+    if zero is None:
+        zero = _NUMPY_ZEROS[x.dtype] = np.zeros((), x.dtype)
+    return zero
+
 
 def as_tensor_like(value, like: Tensor, op: str = "op", name: str = "other") -> Tensor:
     """`value` as a Tensor on `like`'s device. A Python number takes `like`'s dtype (as in

@@ -15,7 +15,7 @@ from ..backend import get_array_module, is_cupy_array
 from ..function import Function
 from ..tensor import Tensor, devices_mismatch_error
 from ._checks import check_distinct_dims, check_int, check_tensor, index_tensor, sizes
-from ._util import normalize_dim
+from ._util import normalize_dim, zero_of
 
 
 def _shape_arg(shape):
@@ -181,10 +181,6 @@ class Stack(Function):
         return tuple(xp.take(g, i, axis=self.axis) for i in range(g.shape[self.axis]))
 
 
-def xp_zero(a):
-    return get_array_module(a).zeros((), a.dtype)
-
-
 class Triangle(Function):
     """z = lower (tril) or upper (triu) triangle of the last two dims;  dL/dx = same of g."""
 
@@ -192,10 +188,10 @@ class Triangle(Function):
         xp = get_array_module(x)
         self.keep = (xp.triu if upper else xp.tril)(xp.ones(x.shape[-2:], dtype=bool), diagonal)
         # NOTE: where, not x * mask: -inf · 0 would be NaN (triu of a -inf mask must give 0s)
-        return xp.where(self.keep, x, xp_zero(x))
+        return xp.where(self.keep, x, zero_of(x))
 
     def backward(self, g):
-        return get_array_module(g).where(self.keep, g, xp_zero(g))
+        return get_array_module(g).where(self.keep, g, zero_of(g))
 
 
 # ---- functional API -----------------------------------------------------------------------
