@@ -63,6 +63,38 @@ def test_only_inputs_that_require_grad_get_one():
     np.testing.assert_array_equal(x.grad.numpy(), [3.0, 4.0])
 
 
+# ---- Function.apply and apply_unary ------------------------------------------------------
+
+
+def test_apply_unary_records_the_node_that_apply_with_keywords_records():
+    from tinytensor.ops.reduce import Sum
+
+    x = tt.tensor(np.arange(6.0).reshape(2, 3), requires_grad=True)
+    by_name = Sum.apply(x * 1, axes=(1,), keepdim=True)
+    by_position = Sum.apply_unary(x * 1, (1,), True)
+    assert by_position.shape == by_name.shape == (2, 1)
+    np.testing.assert_array_equal(by_position.numpy(), [[3.0], [12.0]])
+    node = by_position.grad_fn
+    assert type(node) is Sum and node.needs_input_grad == (True,)
+    assert node.inputs[0].grad_fn is not None and node.parents == (node.inputs[0].grad_fn,)
+    (by_position * tt.tensor([[1.0], [2.0]])).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [[1.0] * 3, [2.0] * 3])
+    with tt.no_grad():
+        assert Sum.apply_unary(x, (1,), True).grad_fn is None
+
+
+def test_apply_unary_marks_views_and_restates_errors_like_apply():
+    from tinytensor.ops.movement import Reshape
+
+    x = tt.zeros(2, 3)
+    view = Reshape.apply_unary(x, (3, 2))
+    assert view._base is x
+    view.add_(1.0)  # a view: the write shows through x, and counts as a change of x
+    assert x.numpy().sum() == 6.0 and x._version == 1
+    with pytest.raises(ValueError, match=r"^Reshape: .*\(inputs: \(2, 3\) float32\)"):
+        Reshape.apply_unary(x, (4,))
+
+
 # ---- grad modes --------------------------------------------------------------------------
 
 

@@ -516,7 +516,7 @@ def pow(base, exponent):  # noqa: A001 - PyTorch's name
     if isinstance(base, Tensor) and not isinstance(exponent, Tensor):
         if not isinstance(exponent, (int, float)):
             raise TypeError(f"pow: exponent must be a number or a Tensor, got {exponent!r}")
-        return PowScalar.apply(base, p=exponent)
+        return PowScalar.apply_unary(base, exponent)
     return Pow.apply(*binary_operands(base, exponent, "pow"))
 
 
@@ -564,7 +564,7 @@ def gelu(x, approximate="none"):
     """GELU: x·Φ(x); `approximate="tanh"` uses GPT-2's tanh formula."""
     if approximate not in ("none", "tanh"):
         raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
-    return Gelu.apply(check_tensor(x, "gelu"), approximate=approximate)
+    return Gelu.apply_unary(check_tensor(x, "gelu"), approximate)
 
 
 def silu(x):
@@ -620,11 +620,11 @@ def masked_fill(x, mask, value):
         value = value.item()
     elif not isinstance(value, (bool, int, float)):
         check_real(value, "masked_fill", "value")
-    return MaskedFill.apply(x, mask=mask._array, value=value)
+    return MaskedFill.apply_unary(x, mask._array, value)
 
 
 def cast(x, dtype):
-    return Cast.apply(x, dtype=dtype)
+    return Cast.apply_unary(x, dtype)
 
 
 def to_device(x, device):

@@ -56,7 +56,7 @@ def split_heads(x, n_heads):
             f"split_heads: expected x of shape (B, T, n_heads·D) with n_heads={n_heads}, "
             f"got {tuple(shape)}"
         )
-    return SplitHeads.apply(x, n_heads=n_heads)
+    return SplitHeads.apply_unary(x, n_heads)
 
 
 def merge_heads(x):

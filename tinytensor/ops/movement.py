@@ -200,7 +200,7 @@ class Triangle(Function):
 def reshape(x, *shape):
     shape = sizes(shape, "reshape", allow_minus_one=True)
     try:  # NOTE: NumPy infers a -1 and checks the sizes; only a failure pays for our message
-        return Reshape.apply(x, shape=shape)
+        return Reshape.apply_unary(x, shape)
     except ValueError:
         raise ValueError(
             f"reshape: cannot view a tensor of shape {x.shape} as shape {shape}"
@@ -214,14 +214,14 @@ def permute(x, *dims):
     dims = tuple(normalize_dim(d, x.ndim, "permute") for d in _shape_arg(dims))
     if sorted(dims) != list(range(x.ndim)):
         raise ValueError(f"permute: {dims} is not a permutation of the {x.ndim} dims of {x.shape}")
-    return Permute.apply(x, dims=dims)
+    return Permute.apply_unary(x, dims)
 
 
 def reverse_dims(x):
     """x.T: every dim reversed. NOTE: not permute(*reversed(range(ndim))), whose checks and
     inverse cost 9 µs of a 3 µs op; a reversal is its own inverse."""
     dims = tuple(range(x._array.ndim - 1, -1, -1))
-    return Permute.apply(x, dims=dims, inverse=dims)
+    return Permute.apply_unary(x, dims, dims)
 
 
 _SWAPS: dict = {}  # (ndim, dim0, dim1) of int dims checked once -> transpose's permutation
@@ -239,7 +239,7 @@ def transpose(x, dim0, dim1):
         dims = tuple(dims)
         if ints:
             _SWAPS[ndim, dim0, dim1] = dims
-    return Permute.apply(x, dims=dims, inverse=dims)  # a swap undoes itself
+    return Permute.apply_unary(x, dims, dims)  # a swap undoes itself
 
 
 def expand(x, *size):
@@ -254,7 +254,7 @@ def expand(x, *size):
     for i, n in enumerate(x.shape):
         if n != 1 and n != shape[i + lead]:
             raise ValueError(f"expand: cannot expand shape {x.shape} to {sizes_}")
-    return Expand.apply(x, shape=shape)
+    return Expand.apply_unary(x, shape)
 
 
 def squeeze(x, dim=None):
@@ -266,17 +266,17 @@ def squeeze(x, dim=None):
         check_distinct_dims(dim, axes, "squeeze")
         dims = set(axes)
         shape = tuple(n for i, n in enumerate(x.shape) if not (i in dims and n == 1))
-    return Reshape.apply(x, shape=shape)
+    return Reshape.apply_unary(x, shape)
 
 
 def unsqueeze(x, dim):
     d = normalize_dim(dim, x.ndim + 1, "unsqueeze")
-    return Reshape.apply(x, shape=x.shape[:d] + (1,) + x.shape[d:])
+    return Reshape.apply_unary(x, x.shape[:d] + (1,) + x.shape[d:])
 
 
 def flatten(x, start_dim=0, end_dim=-1):
     if x.ndim == 0:
-        return Reshape.apply(x, shape=(1,))
+        return Reshape.apply_unary(x, (1,))
     s, e = normalize_dim(start_dim, x.ndim, "flatten"), normalize_dim(end_dim, x.ndim, "flatten")
     if s > e:
         raise ValueError(
@@ -284,7 +284,7 @@ def flatten(x, start_dim=0, end_dim=-1):
             f"(a tensor with {x.ndim} dims)"
         )
     shape = x.shape[:s] + (math.prod(x.shape[s : e + 1]),) + x.shape[e + 1 :]
-    return Reshape.apply(x, shape=shape)
+    return Reshape.apply_unary(x, shape)
 
 
 def normalize_index(index, op="getitem"):
@@ -321,7 +321,7 @@ def getitem(x, index):
     else:
         index = (*items, Ellipsis)  # what GetItem.forward would append
     try:
-        return GetItem.apply(x, index=index)
+        return GetItem.apply_unary(x, index)
     except IndexError as e:
         raise IndexError(f"getitem: {e} (tensor shape {x.shape})") from None
 
@@ -386,7 +386,7 @@ def gather(x, dim, index):
             bad = low if low < 0 else high
             raise _gather_range_error(bad, dim, n, x.shape)
     if crop is not None:
-        x = GetItem.apply(x, index=crop)
+        x = GetItem.apply_unary(x, crop)
     try:
         return Gather.apply(x, index, axis=axis)
     except IndexError:
@@ -476,7 +476,7 @@ def split(x, split_size_or_sections, dim=0):
     pieces, start = [], 0
     for size in pieces_sizes:
         index = (slice(None),) * axis + (slice(start, start + size),)
-        pieces.append(GetItem.apply(x, index=index))
+        pieces.append(GetItem.apply_unary(x, index))
         start += size
     return tuple(pieces)
 

@@ -339,13 +339,13 @@ class Dropout(Function):
 def softmax(x, dim, dtype=None):
     """`dtype` casts the input first (as PyTorch), e.g. float32 logits softmaxed in float64."""
     x = check_tensor(x, "softmax") if dtype is None else check_tensor(x, "softmax").to(dtype)
-    return Softmax.apply(x, axis=normalize_dim(dim, x.ndim, "softmax"))
+    return Softmax.apply_unary(x, normalize_dim(dim, x.ndim, "softmax"))
 
 
 def log_softmax(x, dim, dtype=None):
     x = check_tensor(x, "log_softmax")
     x = x if dtype is None else x.to(dtype)
-    return LogSoftmax.apply(x, axis=normalize_dim(dim, x.ndim, "log_softmax"))
+    return LogSoftmax.apply_unary(x, normalize_dim(dim, x.ndim, "log_softmax"))
 
 
 def _check_float(x, op):
@@ -517,7 +517,7 @@ def dropout(input, p=0.5, training=True, generator=None):  # noqa: A002
     if not training or p == 0.0:
         return input
     keep = dropout_keep_mask(input.shape, p, input.dtype, input.device, generator)
-    return Dropout.apply(input, keep=keep)
+    return Dropout.apply_unary(input, keep)
 
 
 def dropout_keep_mask(shape, p, dtype, device, generator=None):

@@ -182,13 +182,13 @@ def sum(x, dim=None, keepdim=False, *, dtype=None):  # noqa: A001 - PyTorch's na
     check_tensor(x, "sum")
     if dtype is not None:
         x = x.to(dtype)
-    return Sum.apply(x, axes=normalize_dims(dim, x._array.ndim, "sum"), keepdim=keepdim)
+    return Sum.apply_unary(x, normalize_dims(dim, x._array.ndim, "sum"), keepdim)
 
 
 def mean(x, dim=None, keepdim=False):
     if check_tensor(x, "mean")._array.dtype.kind != "f":
         raise TypeError(f"mean: expected a floating-point tensor, got {x.dtype}; use .float()")
-    return Mean.apply(x, axes=normalize_dims(dim, x.ndim, "mean"), keepdim=keepdim)
+    return Mean.apply_unary(x, normalize_dims(dim, x.ndim, "mean"), keepdim)
 
 
 def _correction(unbiased, correction):
@@ -244,13 +244,13 @@ def min(x, dim=None, keepdim=False):  # noqa: A001 - PyTorch's name
 def amax(x, dim=None, keepdim=False):
     axes = normalize_dims(dim, check_tensor(x, "amax").ndim, "amax")
     _check_not_empty(x, axes, "amax")
-    return Max.apply(x, axes=axes, keepdim=keepdim)
+    return Max.apply_unary(x, axes, keepdim)
 
 
 def amin(x, dim=None, keepdim=False):
     axes = normalize_dims(dim, check_tensor(x, "amin").ndim, "amin")
     _check_not_empty(x, axes, "amin")
-    return Min.apply(x, axes=axes, keepdim=keepdim)
+    return Min.apply_unary(x, axes, keepdim)
 
 
 def logsumexp(x, dim, keepdim=False):
