@@ -98,9 +98,14 @@ def _cross_entropy(saved):
         parts.append(f"reduction={saved['reduction']}")
     if saved.get("eps"):
         parts.append(f"label_smoothing={saved['eps']:g}")
-    keep = saved.get("keep")
-    if keep is not None and hasattr(keep, "all") and not bool(keep.all()):
-        parts.append(f"{int(keep.size - keep.sum())} ignored")
+    keep, z = saved.get("keep"), saved.get("z")
+    ignored = 0
+    if keep is not None and hasattr(keep, "sum"):  # the NumPy reference keeps a mask
+        ignored = int(keep.size - keep.sum())
+    elif z is not None and "count" in saved:  # the fused kernel only counts the kept rows
+        ignored = z.shape[0] - int(saved["count"])
+    if ignored:
+        parts.append(f"{ignored} ignored")
     return parts
 
 

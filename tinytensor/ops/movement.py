@@ -155,12 +155,13 @@ class Cat(Function):
     saves_arrays = False  # the axis and where each input ends
 
     def forward(self, *xs, axis=0):
-        self.axis = axis
-        ends, end = [], 0
-        for x in xs:  # where each input ends along the axis (a loop: cumsum costs µs here)
-            end += x.shape[axis]
-            ends.append(end)
-        self.bounds = ends[:-1]
+        if self.needs_input_grad:  # NOTE: no node, nothing to keep: 0.3 µs of a small cat
+            self.axis = axis
+            ends, end = [], 0
+            for x in xs:  # where each input ends along the axis (a loop: cumsum costs µs here)
+                end += x.shape[axis]
+                ends.append(end)
+            self.bounds = ends[:-1]
         return get_array_module(xs[0]).concatenate(xs, axis=axis)
 
     def backward(self, g):

@@ -112,14 +112,15 @@ class CrossEntropy(Function):
         self.fused = kernels_for_array("softmax", z) if probs is None else None
         if self.fused:  # one pass over the logits, keeping only each row's log-sum-exp
             self.z, self.q, self.log_p, self.target = z, None, None, target
-            losses, self.lse, self.keep, kept, bad, loss_sum = self.fused.cross_entropy_forward(
+            self.ignore_index = ignore_index
+            stats, kept, bad, loss_sum = self.fused.cross_entropy_forward(
                 z, target, ignore_index, eps
             )
             if bad:
                 _check_class_ids(target, ignore_index, c)
-            self.count = kept  # a Python int
+            self.count, self.lse = kept, stats[1]  # the count: a Python int
             if reduction == "none":
-                return losses
+                return stats[0].astype(z.dtype)
             # the kernel's float64 sum of the losses: no NumPy pass (a third of a small call);
             # the mean in float64 too, rounded once into a 0-d array (NumPy scalars of the
             # logits' dtype and their division cost 1.3 µs of a 8 µs call); every target
@@ -172,7 +173,7 @@ class CrossEntropy(Function):
                 k = g / xp.maximum(self.count, 1) if self.reduction == "mean" else g
                 scale = np.full(self.z.shape[0], float(k))
             grad = self.fused.cross_entropy_backward(
-                self.z, self.target, self.keep, self.lse, self.eps, scale
+                self.z, self.target, self.ignore_index, self.lse, self.eps, scale
             )
             return grad, None
         p = xp.exp(self.log_p)
@@ -204,11 +205,12 @@ class LayerNorm(Function):
     """
 
     def forward(self, x, weight=None, bias=None, n=1, eps=1e-5):
-        self.axes = axes = tuple(range(x.ndim - n, x.ndim))  # also what graph labels show
+        # (also what graph labels show)
+        self.axes = axes = (x.ndim - 1,) if n == 1 else tuple(range(x.ndim - n, x.ndim))
         self.weight = weight
         self.fused = kernels_for("norms", x, weight, bias) if n == 1 and x.size else None
         if self.fused:  # keeps x and each row's mean and 1/σ; backward recomputes x̂
-            y, self.mean, self.r = self.fused.layer_norm_forward(x, weight, bias, eps)
+            y, self.stats = self.fused.layer_norm_forward(x, weight, bias, eps)
             self.x = x
             return y
         xp = get_array_module(x)
@@ -234,7 +236,7 @@ class LayerNorm(Function):
         if self.fused:  # the kernel reads rows: a strided g (e.g. from a transpose) is copied once
             g = np.ascontiguousarray(g, dtype=self.x.dtype)
             gx, gw, gb = self.fused.layer_norm_backward(
-                self.x, self.weight, g, self.mean, self.r, needs[0]
+                self.x, self.weight, g, self.stats, needs[0]
             )
             gw = gw if len(needs) > 1 and needs[1] else None
             return gx, gw, (gb if len(needs) > 2 and needs[2] else None)

@@ -22,7 +22,7 @@ def _chunks(rows):
 
 
 @twin_jit
-def _layer_norm_forward(x, w, b, eps, y, mean, rstd):
+def _layer_norm_forward(x, w, b, eps, y, stats):
     rows, n = x.shape
     for i in prange(rows):
         s = 0.0
@@ -34,7 +34,7 @@ def _layer_norm_forward(x, w, b, eps, y, mean, rstd):
             d = x[i, j] - mu
             ss += d * d
         r = 1.0 / np.sqrt(ss / n + eps)
-        mean[i], rstd[i] = mu, r
+        stats[0, i], stats[1, i] = mu, r
         mu_t, r_t = x.dtype.type(mu), x.dtype.type(r)
         for j in range(n):
             h = (x[i, j] - mu_t) * r_t
@@ -46,12 +46,12 @@ def _layer_norm_forward(x, w, b, eps, y, mean, rstd):
 
 
 @twin_jit
-def _layer_norm_backward(x, w, g, mean, rstd, gx, gw_parts, gb_parts, want_gx):
+def _layer_norm_backward(x, w, g, stats, gx, gw_parts, gb_parts, want_gx):
     rows, n = x.shape
     chunks = gw_parts.shape[0]
     for c in prange(chunks):
         for i in range(c * rows // chunks, (c + 1) * rows // chunks):
-            mu, r = mean[i], rstd[i]
+            mu, r = stats[0, i], stats[1, i]
             s1 = 0.0
             s2 = 0.0
             for j in range(n):
@@ -104,23 +104,23 @@ def _rms_norm_backward(x, w, g, rstd, gx, gw_parts, want_gx):
 
 
 def layer_norm_forward(x, weight, bias, eps):
-    """y = (x - μ)·r·w + b per row of x (..., n); returns y, μ (rows,), r (rows,)."""
+    """y = (x - μ)·r·w + b per row of x (..., n); returns y and `stats` (2, rows): each row's μ
+    and r (one array: an allocation is 0.2 µs of a one-token layer_norm)."""
     x2 = x if x.ndim == 2 else x.reshape(-1, x.shape[-1])
-    rows = x2.shape[0]
     y = buffers.empty_like(x2)
-    mean, rstd = np.empty(rows, x.dtype), np.empty(rows, x.dtype)
-    pick(_layer_norm_forward, x2.size)(x2, weight, bias, eps, y, mean, rstd)
-    return (y if x.ndim == 2 else y.reshape(x.shape)), mean, rstd
+    stats = np.empty((2, x2.shape[0]), x.dtype)
+    pick(_layer_norm_forward, x2.size)(x2, weight, bias, eps, y, stats)
+    return (y if x.ndim == 2 else y.reshape(x.shape)), stats
 
 
-def layer_norm_backward(x, weight, g, mean, rstd, want_gx):
+def layer_norm_backward(x, weight, g, stats, want_gx):
     """(dL/dx or None, dL/dw, dL/db) of `layer_norm_forward`."""
     n = x.shape[-1]
     x2, g2 = x.reshape(-1, n), g.reshape(-1, n)
     chunks = _chunks(x2.shape[0])
     gw_parts, gb_parts = np.zeros((chunks, n)), np.zeros((chunks, n))
     gx = buffers.empty_like(x2) if want_gx else x2[:0]
-    pick(_layer_norm_backward, x2.size)(x2, weight, g2, mean, rstd, gx, gw_parts, gb_parts, want_gx)
+    pick(_layer_norm_backward, x2.size)(x2, weight, g2, stats, gx, gw_parts, gb_parts, want_gx)
     gw, gb = gw_parts.sum(axis=0).astype(x.dtype), gb_parts.sum(axis=0).astype(x.dtype)
     return (gx.reshape(x.shape) if want_gx else None), gw, gb
 
