@@ -208,7 +208,7 @@ class LayerNorm(Function):
         # (also what graph labels show)
         self.axes = axes = (x.ndim - 1,) if n == 1 else tuple(range(x.ndim - n, x.ndim))
         self.weight = weight
-        self.fused = kernels_for("norms", x, weight, bias) if n == 1 and x.size else None
+        self.fused = kernels_for_array("norms", x, weight, bias) if n == 1 and x.size else None
         if self.fused:  # keeps x and each row's mean and 1/σ; backward recomputes x̂
             y, self.stats = self.fused.layer_norm_forward(x, weight, bias, eps)
             self.x = x
@@ -266,7 +266,7 @@ class RMSNorm(Function):
         xp = get_array_module(x)
         axes = tuple(range(x.ndim - n, x.ndim))
         self.axes, self.weight = axes, weight
-        self.fused = kernels_for("norms", x, weight) if n == 1 and x.size else None
+        self.fused = kernels_for_array("norms", x, weight) if n == 1 and x.size else None
         if self.fused:  # keeps x and each row's 1/rms; backward recomputes x̂
             y, self.r = self.fused.rms_norm_forward(x, weight, eps)
             self.x = x
@@ -438,7 +438,9 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):  # no
     # NOTE: the checks read the arrays' shapes (not the Tensor properties): this wrapper was half
     # the cost of a layer_norm on a 16x16 tensor
     _check_float(input, "layer_norm")
-    shape = _normalized_shape(normalized_shape, "layer_norm")
+    shape = normalized_shape
+    if shape.__class__ is not tuple or len(shape) != 1 or shape[0].__class__ is not int:
+        shape = _normalized_shape(shape, "layer_norm")  # NOTE: nn.LayerNorm's (d,) skips it
     if eps.__class__ is not float or not 0.0 <= eps < math.inf:  # the usual float passes as is
         check_finite(eps, "layer_norm", "eps", low=0.0)
     x_shape = input._array.shape
