@@ -341,13 +341,13 @@ class Dropout(Function):
 def softmax(x, dim, dtype=None):
     """`dtype` casts the input first (as PyTorch), e.g. float32 logits softmaxed in float64."""
     x = check_tensor(x, "softmax") if dtype is None else check_tensor(x, "softmax").to(dtype)
-    return Softmax.apply_unary(x, normalize_dim(dim, x.ndim, "softmax"))
+    return Softmax.apply_unary(x, normalize_dim(dim, x._array.ndim, "softmax"))
 
 
 def log_softmax(x, dim, dtype=None):
     x = check_tensor(x, "log_softmax")
     x = x if dtype is None else x.to(dtype)
-    return LogSoftmax.apply_unary(x, normalize_dim(dim, x.ndim, "log_softmax"))
+    return LogSoftmax.apply_unary(x, normalize_dim(dim, x._array.ndim, "log_softmax"))
 
 
 def _check_float(x, op):

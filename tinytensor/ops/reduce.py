@@ -188,7 +188,7 @@ def sum(x, dim=None, keepdim=False, *, dtype=None):  # noqa: A001 - PyTorch's na
 def mean(x, dim=None, keepdim=False):
     if check_tensor(x, "mean")._array.dtype.kind != "f":
         raise TypeError(f"mean: expected a floating-point tensor, got {x.dtype}; use .float()")
-    return Mean.apply_unary(x, normalize_dims(dim, x.ndim, "mean"), keepdim)
+    return Mean.apply_unary(x, normalize_dims(dim, x._array.ndim, "mean"), keepdim)
 
 
 def _correction(unbiased, correction):
