@@ -73,7 +73,10 @@ class Module:
     def __call__(self, *args, **kwargs):
         module_stack.append(self)  # what module_scope(self) does, without its object and calls
         try:
-            return self.forward(*args, **kwargs)
+            if kwargs or len(args) != 1:
+                return self.forward(*args, **kwargs)
+            # NOTE: one positional argument (most calls) without star-args: 0.1 µs of 0.5
+            return self.forward(args[0])
         finally:
             module_stack.pop()
 
