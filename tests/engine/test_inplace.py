@@ -270,6 +270,76 @@ def test_view_of_a_graph_tensor_modified_in_place_is_a_clear_error():
         y[0].mul_(3)
 
 
+# ---- arithmetic in place outside the graph (written straight into the tensor's memory) -------
+
+
+def _values(lib, dtype_name, values):
+    return lib.tensor(values, dtype=getattr(lib, dtype_name))
+
+
+ARITHMETIC_IN_PLACE = {
+    # name: (dtype of x, what is done to x); each returns the tensors to compare
+    "float32 -= float": ("float32", lambda lib, x: [x.sub_(0.1)]),
+    "float32 *= int, /= float": ("float32", lambda lib, x: [x.mul_(3).div_(7.0)]),
+    "float32 += float32 row": (
+        "float32",
+        lambda lib, x: [x.add_(_values(lib, "float32", [1.5, -2.25, 3.0]))],
+    ),
+    "float32 += float64 tensor": (
+        "float32",
+        lambda lib, x: [x.add_(_values(lib, "float64", [0.1] * 3))],
+    ),
+    "float16 *= float": ("float16", lambda lib, x: [x.mul_(0.3)]),
+    "int64 += int, *= int": ("int64", lambda lib, x: [x.add_(3).mul_(-2)]),
+    "int64 -= int64 tensor": (
+        "int64",
+        lambda lib, x: [x.sub_(_values(lib, "int64", [[1, 2, 3]] * 2))],
+    ),
+    "int64 += float": ("int64", lambda lib, x: [x.add_(1.5)]),
+    "int64 /= int": ("int64", lambda lib, x: [x.div_(2)]),
+    "too small for the result": ("float32", lambda lib, x: [x[:, :1].add_(lib.ones(2, 3))]),
+    "a view writes through": ("float32", lambda lib, x: [x[1:].sub_(1.0), x, x._version]),
+    "alpha": ("float32", lambda lib, x: [x.add_(lib.ones(2, 3), alpha=2.0)]),
+}
+
+
+@pytest.mark.parametrize("name", ARITHMETIC_IN_PLACE)
+def test_arithmetic_in_place_outside_the_graph_as_torch(torch, name):
+    dtype_name, program = ARITHMETIC_IN_PLACE[name]
+    results = {}
+    for lib in (torch, tt):
+        x = lib.tensor([[4, -7, 10], [1, 0, 25]], dtype=getattr(lib, dtype_name))
+        try:
+            results[lib.__name__] = program(lib, x) + [x, x._version]
+        except RuntimeError:
+            results[lib.__name__] = "raises"
+    expected, got = results["torch"], results["tinytensor"]
+    assert (got == "raises") == (expected == "raises"), f"torch: {expected}, tinytensor: {got}"
+    if expected == "raises":
+        return
+    for g, e in zip(got, expected, strict=True):
+        if isinstance(e, int):
+            assert g == e
+            continue
+        assert str(g.dtype).split(".")[-1] == str(e.dtype).split(".")[-1]
+        np.testing.assert_array_equal(g.numpy(), e.numpy())
+
+
+def test_arithmetic_in_place_keeps_the_leaf_rule_and_the_graph(torch):
+    for lib in (torch, tt):
+        p = lib.ones(3, requires_grad=True)
+        with pytest.raises(RuntimeError):
+            p.sub_(0.5)  # a leaf that requires grad, while gradients are recorded
+        with lib.no_grad():
+            p.sub_(0.5)
+        assert p._version == 1 and p.tolist() == [0.5] * 3
+        p.data -= 0.25 * lib.ones(3)  # .data: outside the graph even while recording
+        y = p * 2
+        y.mul_(p)  # in the graph: a node of its own, so that backward sees it
+        y.sum().backward()
+        assert p.grad.tolist() == [1.0] * 3, lib.__name__
+
+
 # ---- .data, detach and the version counter ---------------------------------------------------
 
 
