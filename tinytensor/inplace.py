@@ -21,6 +21,17 @@ import numpy as np
 
 from .backend import get_array_module
 
+# Tensor and the grad mode's module (tinytensor.function), bound by tensor.py once both exist:
+# both import this module, so it cannot import them at its top (and an import inside each call
+# cost ~1 µs of a small in-place op)
+Tensor = None
+_function = None
+
+
+def bind(tensor_class, function_module) -> None:
+    global Tensor, _function
+    Tensor, _function = tensor_class, function_module
+
 
 class VersionCounter:
     """How many times one storage was modified in place (shared by all views of it).
@@ -216,10 +227,7 @@ def write_into(t, value, op: str) -> None:
 
 def needs_graph(t, op: str, args) -> bool:
     """Whether an in-place op on t must be recorded (checking PyTorch's leaf rule first)."""
-    from .function import is_grad_enabled
-    from .tensor import Tensor
-
-    if not is_grad_enabled():
+    if not _function._grad_enabled:
         return False
     check_not_leaf_or_view_of_leaf(t, op)
     return t.requires_grad or any(isinstance(a, Tensor) and a.requires_grad for a in args)
@@ -245,12 +253,9 @@ def apply_inplace(t, op: str, fn, *args, **kwargs):
     Outside a graph this is a plain write plus a version bump. When gradients are recorded and
     t or an argument requires grad, the op becomes t's graph node (see the module docstring).
     """
-    from .function import no_grad
-    from .tensor import Tensor
-
     counter = version_counter(t)
     if not needs_graph(t, op, args):
-        return _plain(t, op, fn, args, kwargs, counter, no_grad)
+        return _plain(t, op, fn, args, kwargs, counter)
     if t._base is not None:
         raise RuntimeError(
             f"{op}: modifying a view in place while its base is part of a graph is not "
@@ -274,8 +279,11 @@ def apply_inplace(t, op: str, fn, *args, **kwargs):
     return t
 
 
-def _plain(t, op, fn, args, kwargs, counter, no_grad):
-    with no_grad():
+def _plain(t, op, fn, args, kwargs, counter):
+    if _function._grad_enabled:  # nothing here requires grad, but a keyword might: record none
+        with _function.no_grad():
+            result = fn(t, *args, **kwargs)
+    else:
         result = fn(t, *args, **kwargs)
     return _store(t, op, result._array, counter)
 

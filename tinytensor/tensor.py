@@ -433,20 +433,25 @@ class Tensor:
         return self._inplace("copy_", _copy_into, src)
 
     def fill_(self, value) -> Tensor:
+        number = value.__class__ is builtins.int or value.__class__ is builtins.float
+        if number and _write_in_place(self, "fill_", value):
+            return self
         return self._inplace("fill_", _fill_like, value)
 
     def zero_(self) -> Tensor:
+        if _write_in_place(self, "zero_", 0):
+            return self
         return self._inplace("zero_", _fill_like, 0)
 
     def add_(self, other, alpha=1) -> Tensor:
         other, alpha = _scalar_first("add_", other, alpha)
-        if alpha == 1 and _ufunc_in_place(self, "add_", np.add, other):
+        if alpha == 1 and _write_in_place(self, "add_", other, np.add):
             return self
         return self._inplace("add_", _ops.torch_extras.add, other, alpha=alpha)
 
     def sub_(self, other, alpha=1) -> Tensor:
         other, alpha = _scalar_first("sub_", other, alpha)
-        if alpha == 1 and _ufunc_in_place(self, "sub_", np.subtract, other):
+        if alpha == 1 and _write_in_place(self, "sub_", other, np.subtract):
             return self
         return self._inplace("sub_", _ops.torch_extras.sub, other, alpha=alpha)
 
@@ -476,12 +481,12 @@ class Tensor:
         return self._inplace("lerp_", _ops.torch_extras.lerp, end, weight)
 
     def mul_(self, other) -> Tensor:
-        if _ufunc_in_place(self, "mul_", np.multiply, other):
+        if _write_in_place(self, "mul_", other, np.multiply):
             return self
         return self._inplace("mul_", _ops.mul, other)
 
     def div_(self, other) -> Tensor:
-        if _ufunc_in_place(self, "div_", np.true_divide, other):
+        if _write_in_place(self, "div_", other, np.true_divide):
             return self
         return self._inplace("div_", _ops.div, other)
 
@@ -991,12 +996,13 @@ def _fill_like(x, value):
     return Tensor._wrap(xp.broadcast_to(xp.asarray(array, x.dtype), x.shape), False, None)
 
 
-def _ufunc_in_place(t, op, ufunc, other) -> bool:
-    """t <- ufunc(t, other) computed straight into t's memory, when no graph is recorded, t is a
-    NumPy array and `other` a Python int/float or a NumPy tensor of t's dtype: the optimizers'
-    and teaching loops' `p.data -= lr * p.grad`. Returns False (nothing done) otherwise, or when
-    NumPy refuses (a cast across kinds, a shape t cannot hold, a read-only view): the general
-    path (`inplace.apply_inplace`) then runs, and phrases the error.
+def _write_in_place(t, op, other, ufunc=None) -> bool:
+    """t <- ufunc(t, other), or t filled with `other` (ufunc None), computed straight into t's
+    memory, when no graph is recorded, t is a NumPy array and `other` a Python int/float or a
+    NumPy tensor of t's dtype: the optimizers' and teaching loops' `p.data -= lr * p.grad` and
+    `p.grad.zero_()`. Returns False (nothing done) otherwise, or when NumPy refuses (a cast
+    across kinds, a shape t cannot hold, a read-only view): the general path
+    (`inplace.apply_inplace`) then runs, and phrases the error.
 
     NOTE: the general path computes out of place and copies the result in: a 64x16 `-=` took
     12 µs, this 2. The same values: NumPy takes a Python number at t's dtype, as PyTorch does.
@@ -1021,7 +1027,10 @@ def _ufunc_in_place(t, op, ufunc, other) -> bool:
             return False
     counter = _inplace.version_counter(t)
     try:
-        ufunc(dst, operand, out=dst, casting="same_kind")
+        if ufunc is None:
+            dst.fill(operand)
+        else:
+            ufunc(dst, operand, out=dst, casting="same_kind")
     except (TypeError, ValueError, OverflowError):  # raised before anything is written
         return False
     counter.bump(op)
@@ -1031,6 +1040,8 @@ def _ufunc_in_place(t, op, ufunc, other) -> bool:
 from . import function as _function  # noqa: E402 - the grad mode (imports Tensor too)
 from . import inplace as _inplace  # noqa: E402
 from . import ops as _ops  # noqa: E402 - the ops import Tensor, so they come after it
+
+_inplace.bind(Tensor, _function)
 
 # NOTE: the most used methods are their functional ops: `x.reshape(2, 3)` calls
 # ops.reshape(x, 2, 3) with no method in between, one Python call less per op (0.1-0.2 µs of a

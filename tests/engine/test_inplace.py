@@ -300,6 +300,9 @@ ARITHMETIC_IN_PLACE = {
     "too small for the result": ("float32", lambda lib, x: [x[:, :1].add_(lib.ones(2, 3))]),
     "a view writes through": ("float32", lambda lib, x: [x[1:].sub_(1.0), x, x._version]),
     "alpha": ("float32", lambda lib, x: [x.add_(lib.ones(2, 3), alpha=2.0)]),
+    "zero_ a view": ("float32", lambda lib, x: [x[:, 1].zero_(), x, x._version]),
+    "fill_ float": ("float16", lambda lib, x: [x.fill_(0.1)]),
+    "fill_ int64 with a float": ("int64", lambda lib, x: [x.fill_(2.7)]),
 }
 
 
