@@ -230,7 +230,12 @@ def needs_graph(t, op: str, args) -> bool:
     if not _function._grad_enabled:
         return False
     check_not_leaf_or_view_of_leaf(t, op)
-    return t.requires_grad or any(isinstance(a, Tensor) and a.requires_grad for a in args)
+    if t.requires_grad:
+        return True
+    for a in args:  # (a loop, not any() over a generator: this runs on every in-place op)
+        if isinstance(a, Tensor) and a.requires_grad:
+            return True
+    return False
 
 
 def write_selected(t, index, value, op: str) -> None:

@@ -1017,14 +1017,10 @@ def _write_in_place(t, op, other, ufunc=None) -> bool:
         operand = other._array
         if operand.__class__ is not np.ndarray or operand.dtype != dst.dtype:
             return False
-        if other.requires_grad and _function._grad_enabled:
-            return False
     else:
         return False
-    if _function._grad_enabled:
-        _inplace.check_not_leaf_or_view_of_leaf(t, op)
-        if t.requires_grad:  # an in-place node in the graph
-            return False
+    if _inplace.needs_graph(t, op, (other,)):  # (which also applies PyTorch's leaf rule)
+        return False
     counter = _inplace.version_counter(t)
     try:
         if ufunc is None:
@@ -1037,7 +1033,7 @@ def _write_in_place(t, op, other, ufunc=None) -> bool:
     return True
 
 
-from . import function as _function  # noqa: E402 - the grad mode (imports Tensor too)
+from . import function as _function  # noqa: E402 - the grad mode, for inplace (imports Tensor)
 from . import inplace as _inplace  # noqa: E402
 from . import ops as _ops  # noqa: E402 - the ops import Tensor, so they come after it
 
