@@ -445,13 +445,13 @@ class Tensor:
 
     def add_(self, other, alpha=1) -> Tensor:
         other, alpha = _scalar_first("add_", other, alpha)
-        if alpha == 1 and _write_in_place(self, "add_", other, np.add):
+        if _write_in_place(self, "add_", other, np.add, alpha):
             return self
         return self._inplace("add_", _ops.torch_extras.add, other, alpha=alpha)
 
     def sub_(self, other, alpha=1) -> Tensor:
         other, alpha = _scalar_first("sub_", other, alpha)
-        if alpha == 1 and _write_in_place(self, "sub_", other, np.subtract):
+        if _write_in_place(self, "sub_", other, np.subtract, alpha):
             return self
         return self._inplace("sub_", _ops.torch_extras.sub, other, alpha=alpha)
 
@@ -996,16 +996,18 @@ def _fill_like(x, value):
     return Tensor._wrap(xp.broadcast_to(xp.asarray(array, x.dtype), x.shape), False, None)
 
 
-def _write_in_place(t, op, other, ufunc=None) -> bool:
-    """t <- ufunc(t, other), or t filled with `other` (ufunc None), computed straight into t's
+def _write_in_place(t, op, other, ufunc=None, alpha=1) -> bool:
+    """t <- ufunc(t, alpha·other), or t filled with `other` (ufunc None), computed straight into t's
     memory, when no graph is recorded, t is a NumPy array and `other` a Python int/float or a
-    NumPy tensor of t's dtype: the optimizers' and teaching loops' `p.data -= lr * p.grad` and
-    `p.grad.zero_()`. Returns False (nothing done) otherwise, or when NumPy refuses (a cast
-    across kinds, a shape t cannot hold, a read-only view): the general path
-    (`inplace.apply_inplace`) then runs, and phrases the error.
+    NumPy tensor of t's dtype: the optimizers' and teaching loops' `p.data -= lr * p.grad`,
+    `p.data.add_(p.grad, alpha=-lr)` and `p.grad.zero_()`. Returns False (nothing done)
+    otherwise, or when NumPy refuses (a cast across kinds, a shape t cannot hold, a read-only
+    view): the general path (`inplace.apply_inplace`) then runs, and phrases the error.
 
     NOTE: the general path computes out of place and copies the result in: a 64x16 `-=` took
-    12 µs, this 2. The same values: NumPy takes a Python number at t's dtype, as PyTorch does.
+    12 µs, this 2. The same values as that path: NumPy takes a Python number at t's dtype, as
+    PyTorch does (with alpha, both multiply the Python numbers first: PyTorch rounds the number
+    to t's dtype before, so float16 can differ in the last bit).
     """
     dst = t._array
     if dst.__class__ is not np.ndarray:
@@ -1019,6 +1021,10 @@ def _write_in_place(t, op, other, ufunc=None) -> bool:
             return False
     else:
         return False
+    if alpha != 1:  # alpha·other first, then the ufunc: the general path's two roundings
+        if alpha.__class__ is not builtins.int and alpha.__class__ is not builtins.float:
+            return False
+        operand = operand * alpha
     if _inplace.needs_graph(t, op, (other,)):  # (which also applies PyTorch's leaf rule)
         return False
     counter = _inplace.version_counter(t)

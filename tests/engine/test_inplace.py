@@ -300,6 +300,15 @@ ARITHMETIC_IN_PLACE = {
     "too small for the result": ("float32", lambda lib, x: [x[:, :1].add_(lib.ones(2, 3))]),
     "a view writes through": ("float32", lambda lib, x: [x[1:].sub_(1.0), x, x._version]),
     "alpha": ("float32", lambda lib, x: [x.add_(lib.ones(2, 3), alpha=2.0)]),
+    # (0.25: PyTorch rounds a number to the tensor's dtype before alpha multiplies it; NumPy
+    # multiplies the Python float, so 0.3 could differ in the last bit, before and after)
+    "alpha, a number": ("float16", lambda lib, x: [x.sub_(0.25, alpha=-3)]),
+    "alpha, int64": ("int64", lambda lib, x: [x.add_(_values(lib, "int64", [1, 2, 3]), alpha=-2)]),
+    "a float alpha, int64": (
+        "int64",
+        lambda lib, x: [x.add_(_values(lib, "int64", [1, 2, 3]), alpha=0.5)],
+    ),
+    "the deprecated (alpha, other)": ("float32", lambda lib, x: [x.add_(-0.1, lib.ones(2, 3))]),
     "zero_ a view": ("float32", lambda lib, x: [x[:, 1].zero_(), x, x._version]),
     "fill_ float": ("float16", lambda lib, x: [x.fill_(0.1)]),
     "fill_ int64 with a float": ("int64", lambda lib, x: [x.fill_(2.7)]),
