@@ -130,8 +130,7 @@ def test_relu_and_abs_have_zero_gradient_at_zero():
 
 
 @pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
-def test_relu_of_negatives_and_nan_is_what_pytorch_gives(dtype):
-    torch = pytest.importorskip("torch", reason="PyTorch is not installed: nothing to compare")
+def test_relu_of_negatives_and_nan_is_what_pytorch_gives(torch, dtype):
     # (not -0.0: PyTorch keeps its sign, np.maximum gives +0.0, and which zero it returns for
     # equal operands differs between NumPy's dtypes; we leave that one sign alone)
     values = [-3.0, 0.0, 2.0, float("nan"), float("inf"), float("-inf")]
@@ -143,8 +142,7 @@ def test_relu_of_negatives_and_nan_is_what_pytorch_gives(dtype):
 
 
 @pytest.mark.parametrize("dtype", ["int32", "int64", "uint8"])
-def test_relu_of_integers_keeps_their_dtype_as_pytorch(dtype):
-    torch = pytest.importorskip("torch", reason="PyTorch is not installed: nothing to compare")
+def test_relu_of_integers_keeps_their_dtype_as_pytorch(torch, dtype):
     values = [-3, 0, 7, 2] if dtype != "uint8" else [0, 7, 255]
     ours = tt.relu(tt.tensor(values, dtype=getattr(tt, dtype))).numpy()
     theirs = torch.relu(torch.tensor(values, dtype=getattr(torch, dtype))).numpy()
