@@ -162,7 +162,8 @@ class Cat(Function):
                 end += x.shape[axis]
                 ends.append(end)
             self.bounds = ends[:-1]
-        return get_array_module(xs[0]).concatenate(xs, axis=axis)
+        # NOTE: the axis by position: NumPy's keyword parsing is 0.1-0.2 µs of a small cat
+        return get_array_module(xs[0]).concatenate(xs, axis)
 
     def backward(self, g):
         return tuple(get_array_module(g).split(g, self.bounds, axis=self.axis))
