@@ -76,7 +76,8 @@ def tinytensor_gpt(config, threads):
 
     import tinytensor as tt
 
-    if threads:
+    # a --baseline from before the kernels' pool has no set_num_threads: OMP/OPENBLAS (_env)
+    if threads and hasattr(tt, "set_num_threads"):
         tt.set_num_threads(threads)
     tt.manual_seed(0)
     c = CONFIGS[config]
@@ -118,8 +119,8 @@ def build_step(lib, config, threads):
         model = tinytensor_gpt(config, threads)
         opt = tt.optim.AdamW(model.parameters(), lr=1e-3)
         x, y = tt.tensor(idx), tt.tensor(tgt)
-        mode = tt.cpu_kernels("numpy" if lib == "tinytensor-numpy" else "auto")
-        mode.__enter__()
+        if hasattr(tt, "cpu_kernels"):  # (a --baseline from before the fused kernels has none)
+            tt.cpu_kernels("numpy" if lib == "tinytensor-numpy" else "auto").__enter__()
 
         def step():
             opt.zero_grad()
