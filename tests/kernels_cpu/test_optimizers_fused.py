@@ -55,7 +55,9 @@ def two_threads():
 def test_fused_step_matches_the_loop(name, dtype, two_threads):
     ref, ref_opt = train("numpy", OPTIMIZERS[name], dtype)
     fused, fused_opt = train("numba", OPTIMIZERS[name], dtype)
-    tol = dict(rtol=1e-6, atol=1e-7) if dtype == np.float32 else dict(rtol=1e-13, atol=1e-14)
+    # float32: a few ulps of the parameters' magnitude (~1), as the kernel's multiply-adds round
+    # once where the loop's multiply and add round twice (seen: 1.8e-7 on SGD with momentum)
+    tol = dict(rtol=1e-6, atol=4e-7) if dtype == np.float32 else dict(rtol=1e-13, atol=1e-14)
     for i, (a, b) in enumerate(zip(fused, ref)):
         np.testing.assert_allclose(a, b, **tol, err_msg=f"parameter {i}")
     for (_, sa), (_, sb) in zip(fused_opt.state_dict()["state"].items(),

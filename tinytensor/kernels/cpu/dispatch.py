@@ -37,8 +37,8 @@ PARALLEL_MIN_ELEMENTS = 1 << 14  # below 16k elements one thread beats waking th
 MIN_PRODUCT_MULTIPLY_ADDS = 1 << 18
 # NOTE: error_model="numpy": a division by zero gives inf/nan as in NumPy instead of raising,
 # which also lets the loops vectorize (the Python model's zero check is a branch per division:
-# 6x slower serial loops, measured)
-JIT_OPTIONS = dict(cache=True, fastmath={"reassoc", "nsz"}, error_model="numpy")  # see twin_jit
+# 6x slower serial loops, measured). The fastmath licences: see twin_jit.
+JIT_OPTIONS = dict(cache=True, fastmath={"reassoc", "nsz", "contract"}, error_model="numpy")
 
 _env_mode = os.environ.get("TINYTENSOR_CPU_KERNELS", "auto")
 _mode = [_env_mode if _env_mode in MODES else "auto"]
@@ -225,12 +225,17 @@ def twin_jit(py_func):
     """Compiles `py_func` twice: `.parallel` (prange over the pool) and `.serial` (one thread, no
     pool start-up), both cached on disk, float32 and float64 specialized on first call.
 
-    NOTE: of fastmath's licences only reassociation (and ignoring the sign of zero) is on: it
-    lets LLVM vectorize the row sums (8-16 partial sums instead of one chain, 5-10x faster),
-    the way NumPy's pairwise sum also splits them. The order is fixed at compile time, so a
-    result is the same run to run; NaN and inf propagate as in NumPy (no 'nnan'/'ninf'), and
-    exp/tanh stay accurate (no 'afn'). The serial twin is a renamed copy of the function,
-    because numba's on-disk cache is keyed by the function's name.
+    NOTE: of fastmath's licences three are on. Reassociation (with ignoring the sign of zero)
+    lets LLVM vectorize the row sums (8-16 partial sums instead of one chain, 5-10x faster), the
+    way NumPy's pairwise sum also splits them. Contraction fuses a·b + c into one multiply-add,
+    rounded once instead of twice: the polynomials of exp and Φ are chains of them (one core,
+    best of 21 runs alternating with the code before: exact GELU forward + backward on 1M
+    floats 3.6 -> 2.1 ms, tanh GELU 2.1 -> 1.8, cross-entropy on 1024x256 0.77 -> 0.63, softmax
+    0.51 -> 0.43; Φ's error against float64 unchanged). The order and the fusions are fixed at
+    compile time, so a result is the same run to run; NaN and inf propagate as in NumPy (no
+    'nnan'/'ninf'), and exp/tanh stay accurate (no 'afn'). The serial twin is a renamed copy of
+    the function, because numba's on-disk cache is keyed by the function's name (and not by
+    these options: a cache compiled under others is found stale only when its source changes).
     """
     import numba
 
