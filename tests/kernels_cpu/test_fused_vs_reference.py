@@ -167,6 +167,27 @@ def test_gelu(dtype, approximate, shape):
     assert_fused_matches_reference(build, [x], dtype, **loose)
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+@pytest.mark.parametrize("size", [7, BIG + 3])  # the serial and the parallel twin
+def test_gelu_without_a_graph_gives_the_same_values(dtype, approximate, size):
+    """Under no_grad the exact form skips the array backward would read (the tanh form keeps
+    it: see gelu_forward); the output is the recorded one, bit for bit."""
+    x = randn(np.random.default_rng(6), (size,), dtype, 3.0)
+    with tt.cpu_kernels("numba"):
+        leaf = tt.tensor(x, requires_grad=True)
+        recorded = F.gelu(leaf, approximate=approximate)
+        with tt.no_grad():
+            plain = F.gelu(leaf, approximate=approximate)
+    assert recorded._ctx.saved is not None and plain._ctx is None
+    np.testing.assert_array_equal(plain.numpy(), recorded.numpy())
+    from tinytensor.kernels.cpu import gelu
+
+    z, saved = gelu.gelu_forward(x, approximate, keep=False)
+    assert (saved is None) == (approximate == "none")
+    np.testing.assert_array_equal(z, recorded.numpy())
+
+
 def test_gelu_tanh_tail_is_at_least_as_accurate_as_the_reference():
     """Against the float64 formula: in the negative tail the fused kernel keeps 1 + t without
     cancelling, where NumPy's float32 reference loses most digits of the gradient."""

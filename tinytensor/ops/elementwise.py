@@ -281,7 +281,8 @@ class Gelu(Function):
         self.x, self.approximate = x, approximate
         self.fused = kernels_for_array("gelu", x)
         if self.fused:  # one pass (kernels/cpu/gelu.py), keeping tanh(...) or Φ(x) as below
-            z, self.saved = self.fused.gelu_forward(x, approximate)
+            # (only when a node is recorded: needs_input_grad is empty otherwise)
+            z, self.saved = self.fused.gelu_forward(x, approximate, bool(self.needs_input_grad))
             return z
         xp = get_array_module(x)
         if approximate == "tanh":
