@@ -15,6 +15,8 @@ single-threaded BLAS call run by the same pool: MKL's where the `mkl` extra is i
   dtype) and the last, partial group differently; blocks aligned to all of those compute every
   row as one unsplit call does, so the product is NumPy's bit for bit, whatever the thread
   count (unaligned blocks differed in the last bit in 5 of 60 cases tried, aligned in none).
+  MKL's rows do not depend on where a block starts: its blocks start at multiples of
+  MKL_ROW_ALIGN, which splits the usual row counts evenly.
 - aᵀ @ b (weight gradients) sums over the rows of a and b. With MKL: a fixed number of blocks
   of the result's rows or columns (its longer side), each one product over all the rows; with
   OpenBLAS: a fixed number of row chunks, each a partial product, added in chunk order. Either
@@ -35,6 +37,11 @@ from .threads import get_num_threads
 
 MIN_BLOCK_ROWS = 128  # fewer rows per BLAS call: packing the other operand costs more
 ROW_ALIGN = 48  # a multiple of every row group OpenBLAS's x86 kernels use (4, 8, 16, 24)
+# MKL's blocks start at multiples of 16 rows instead. Where a block starts does not change MKL's
+# rows (splits at every multiple of 1, 8, 16, 32, 48 and 64 gave the unsplit product bit for bit,
+# 2-4 blocks, 8 shapes, both dtypes), and 48 split the GPT steps' 1024 rows 480/544 over two
+# threads: the second thread ran 6% longer than an even split, and the step's products with it.
+MKL_ROW_ALIGN = 16
 MIN_MULTIPLY_ADDS = 1 << 21  # below ~2M multiply-adds one thread beats starting the pool
 TRANSPOSED_CHUNKS = 4  # partial products of aᵀ @ b (OpenBLAS): fixed, so results reproduce
 MIN_CHUNK_ROWS = 64
@@ -175,9 +182,9 @@ def product(a, b, bias=None):
         return out
     kernel = _rows_product_mkl.parallel if split else _rows_product_mkl.serial
     if b.flags["C_CONTIGUOUS"]:
-        kernel(gemm, a, b, False, bias, out, blocks, ROW_ALIGN)
+        kernel(gemm, a, b, False, bias, out, blocks, MKL_ROW_ALIGN)
     else:  # Fortran-ordered b: its transpose is C-ordered
-        kernel(gemm, a, b.T, True, bias, out, blocks, ROW_ALIGN)
+        kernel(gemm, a, b.T, True, bias, out, blocks, MKL_ROW_ALIGN)
     return out
 
 
