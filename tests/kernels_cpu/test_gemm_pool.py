@@ -46,28 +46,39 @@ SHAPES = [(1024, 128, 512), (1024, 512, 128), (1000, 100, 37), (4099, 64, 33)]
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("shape", SHAPES)
 def test_row_split_product_does_not_depend_on_the_thread_count(dtype, shape, blas):
-    """With OpenBLAS it is NumPy's product bit for bit; MKL rounds differently from NumPy's
-    OpenBLAS (within float rounding), but the same at every thread count."""
+    """The same blocks at every thread count, so the same bits (designed in: the shapes alone
+    cut the product); NumPy's product only within rounding, since no BLAS promises that a
+    block of rows rounds as the whole product does on every CPU."""
     m, k, n = shape
     rng = np.random.default_rng(0)
     a, w, bias = randn(rng, (m, k), dtype), randn(rng, (n, k), dtype), randn(rng, n, dtype)
     w_c = np.ascontiguousarray(w.T)
-    expected = a @ w.T
-    with_bias = expected + bias
-    tt.set_num_threads(1)
-    one_thread = [gemm.product(a, w.T), gemm.product(a, w_c), gemm.product(a, w.T, bias)]
-    if blas == "openblas":
-        for result in one_thread[:2]:
-            np.testing.assert_array_equal(result, expected)
-        np.testing.assert_array_equal(one_thread[2], with_bias)
-    for result in one_thread[:2]:
-        np.testing.assert_allclose(result, expected, **TOL[dtype])
-    np.testing.assert_allclose(one_thread[2], with_bias, **TOL[dtype])
-    for n_threads in (2, 3):
+    exact = a.astype(np.float64) @ w.T.astype(np.float64)
+    scale = np.sqrt(k)  # the sums grow like √k
+    tol = {**TOL[dtype], "atol": TOL[dtype]["atol"] * scale}
+    results = {}
+    for n_threads in (1, 2, 3):
         tt.set_num_threads(n_threads)
-        split = [gemm.product(a, w.T), gemm.product(a, w_c), gemm.product(a, w.T, bias)]
-        for result, reference in zip(split, one_thread):
+        products = [gemm.product(a, w.T), gemm.product(a, w_c), gemm.product(a, w.T, bias)]
+        results[n_threads] = products
+    for result in results[1][:2]:
+        np.testing.assert_allclose(result, exact, **tol)
+    np.testing.assert_allclose(results[1][2], exact + bias, **tol)
+    for n_threads in (2, 3):
+        for result, reference in zip(results[n_threads], results[1]):
             np.testing.assert_array_equal(result, reference, err_msg=f"{n_threads} threads")
+
+
+def test_the_blocks_depend_on_the_rows_alone():
+    """Powers of two (even shares for 2 and 4 threads), 256 rows or more where the rows allow."""
+    assert [gemm.row_blocks(r) for r in (256, 511, 1023, 1024, 2048, 4099, 1 << 20)] == [
+        2, 2, 2, 4, 8, 16, gemm.MAX_ROW_BLOCKS,
+    ]  # fmt: skip
+    for n_threads in (1, 2):
+        tt.set_num_threads(n_threads)
+        assert gemm.splits(1024, 128, 128)
+        assert not gemm.splits(2 * gemm.MIN_BLOCK_ROWS - 1, 4096, 4096)  # too few rows
+        assert not gemm.splits(1024, 8, 8)  # too little work
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -98,20 +109,15 @@ def test_transposed_product_does_not_depend_on_the_thread_count(blas, p, q):
         np.testing.assert_array_equal(sums, results[0][1])
 
 
-def test_worth_threads_needs_threads_rows_and_work():
-    tt.set_num_threads(2)
-    assert gemm.worth_threads(1024, 128, 128)
-    assert not gemm.worth_threads(2 * gemm.MIN_BLOCK_ROWS - 1, 4096, 4096)  # too few rows
-    assert not gemm.worth_threads(1024, 8, 8)  # too little work
-    tt.set_num_threads(1)
-    assert not gemm.worth_threads(1024, 128, 128)
-
-
-def test_one_thread_products_go_to_mkl_only(blas):
-    """At one thread the module takes a product only to call MKL; with OpenBLAS, NumPy's @ runs."""
-    tt.set_num_threads(1)
-    assert gemm.takes(1024, 128, 128, np.dtype(np.float32)) == (blas == "mkl")
-    assert not gemm.takes(8, 8, 8, np.dtype(np.float32))  # tiny: NumPy's @ costs less
+@pytest.mark.parametrize("n_threads", [1, 2])
+def test_which_products_come_here_does_not_depend_on_the_thread_count(blas, n_threads):
+    """Products that split come here at every thread count (one thread runs their blocks in
+    turn); below that only MKL takes them; the smallest stay on NumPy's @."""
+    tt.set_num_threads(n_threads)
+    f32 = np.dtype(np.float32)
+    assert gemm.takes(1024, 128, 128, f32)
+    assert gemm.takes(200, 64, 64, f32) == (blas == "mkl")  # does not split: MKL's one call
+    assert not gemm.takes(8, 8, 8, f32)  # tiny: NumPy's @ costs less
 
 
 def test_fits_takes_c_or_fortran_order_of_the_same_dtype():
@@ -177,7 +183,7 @@ def test_openblas_runs_one_thread_while_the_pool_splits_the_products():
 
 
 def _forked_linear(queue, x, w):
-    queue.put((threads.in_forked_child(), gemm.worth_threads(*x.shape, w.shape[0]),
+    queue.put((threads.in_forked_child(), dispatch.parallel_for(x.shape[0] * w.shape[0]),
                F.linear(tt.tensor(x), tt.tensor(w)).numpy()))  # fmt: skip
 
 
@@ -191,15 +197,15 @@ def test_a_forked_child_runs_its_products_off_the_pool():
     rng = np.random.default_rng(4)
     x, w = randn(rng, (1024, 128), np.float32), randn(rng, (256, 128), np.float32)
     expected = F.linear(tt.tensor(x), tt.tensor(w)).numpy()  # on the pool, in this process
-    assert gemm.worth_threads(1024, 128, 256)
+    assert gemm.splits(1024, 128, 256) and dispatch.parallel_for(1024 * 256)
     context = multiprocessing.get_context("fork")
     queue = context.Queue()
     child = context.Process(target=_forked_linear, args=(queue, x, w))
     child.start()
-    forked, worth, result = queue.get(timeout=60)
+    forked, on_the_pool, result = queue.get(timeout=60)
     child.join(timeout=60)
     assert child.exitcode == 0
-    assert forked and not worth
+    assert forked and not on_the_pool
     np.testing.assert_array_equal(result, expected)
 
 

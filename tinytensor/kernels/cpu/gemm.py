@@ -10,18 +10,20 @@ runs one thread (threads.py) and the products worth threads are split here into 
 single-threaded BLAS call run by the same pool: MKL's where the `mkl` extra is installed
 (mkl_blas.py; then on one thread too), else OpenBLAS through numba's np.dot (SciPy's BLAS).
 
-- a @ b: the rows of a in one block per thread, each at least MIN_BLOCK_ROWS rows, starting at
-  a multiple of ROW_ALIGN. OpenBLAS computes rows in groups (4, 8, 16 or 24 rows, by CPU and
-  dtype) and the last, partial group differently; blocks aligned to all of those compute every
-  row as one unsplit call does, so the product is NumPy's bit for bit, whatever the thread
-  count (unaligned blocks differed in the last bit in 5 of 60 cases tried, aligned in none).
-  MKL's rows do not depend on where a block starts: its blocks start at multiples of
-  MKL_ROW_ALIGN, which splits the usual row counts evenly.
-- aᵀ @ b (weight gradients) sums over the rows of a and b. With MKL: a fixed number of blocks
+The result does not depend on the thread count, on any CPU, by construction: which products
+come here, and how each is cut into blocks, depend on the shapes alone. The thread count only
+decides which thread runs which block (one thread runs them all, one after the other), so every
+thread count makes the same BLAS calls on the same memory. A BLAS promises nothing more: MKL and
+OpenBLAS pick their kernels, and with them the order of each dot product's sum, by CPU and by
+the call's size (an AMD EPYC's MKL rounded a 512-row block of a 1024-row product differently
+from the whole, by 4e-5 at k = 512), so a product here is NumPy's only within float rounding.
+
+- a @ b: the rows of a in `row_blocks(rows)` blocks, each starting at a multiple of ROW_ALIGN
+  (MKL_ROW_ALIGN for MKL): a power of two, so two or four threads get equal shares.
+- aᵀ @ b (weight gradients) sums over the rows of a and b. With MKL: TRANSPOSED_BLOCKS blocks
   of the result's rows or columns (its longer side), each one product over all the rows; with
-  OpenBLAS: a fixed number of row chunks, each a partial product, added in chunk order. Either
-  way the result does not depend on the thread count. The column sums of a (a bias gradient)
-  come from the same pass.
+  OpenBLAS: TRANSPOSED_CHUNKS row chunks, each a partial product, added in chunk order. The
+  column sums of a (a bias gradient) come from the same pass.
 """
 
 from __future__ import annotations
@@ -33,14 +35,16 @@ from numba import prange
 from . import buffers
 from .dispatch import JIT_OPTIONS, MIN_PRODUCT_MULTIPLY_ADDS, parallel_for, twin_jit
 from .mkl_blas import NO_TRANS, ROW_MAJOR, TRANS, gemm_functions
-from .threads import get_num_threads
 
 MIN_BLOCK_ROWS = 128  # fewer rows per BLAS call: packing the other operand costs more
+# Blocks of at least 256 rows where the rows allow: one thread running a product's blocks one
+# after the other took 0.97-1.03x the unsplit call's time in 256-row or larger blocks, and
+# 1.05-1.11x in 128-row ones (MKL, float32, (512-2048) x (128-512) x (128-1024), one core).
+TARGET_BLOCK_ROWS = 256
+MAX_ROW_BLOCKS = 16  # so up to 16 threads share one product
 ROW_ALIGN = 48  # a multiple of every row group OpenBLAS's x86 kernels use (4, 8, 16, 24)
-# MKL's blocks start at multiples of 16 rows instead. Where a block starts does not change MKL's
-# rows (splits at every multiple of 1, 8, 16, 32, 48 and 64 gave the unsplit product bit for bit,
-# 2-4 blocks, 8 shapes, both dtypes), and 48 split the GPT steps' 1024 rows 480/544 over two
-# threads: the second thread ran 6% longer than an even split, and the step's products with it.
+# MKL's blocks start at multiples of 16 rows instead: 48 split the GPT steps' 1024 rows 480/544
+# over two threads, and the second thread ran 6% longer than an even split
 MKL_ROW_ALIGN = 16
 MIN_MULTIPLY_ADDS = 1 << 21  # below ~2M multiply-adds one thread beats starting the pool
 TRANSPOSED_CHUNKS = 4  # partial products of aᵀ @ b (OpenBLAS): fixed, so results reproduce
@@ -82,7 +86,7 @@ def _add_column_sums(a, r0, r1, c0, c1, sums):
         sums[c0 + j] += acc[j]
 
 
-@numba.njit(**JIT_OPTIONS, parallel=True)
+@twin_jit
 def _rows_product(a, b, bias, out, blocks, align):
     for blk in prange(blocks):
         r0, r1 = _row_block(blk, blocks, a.shape[0], align)
@@ -129,7 +133,7 @@ def _transposed_product_mkl(gemm, a, b, out, column_sums, blocks, by_columns):
             _add_column_sums(a, 0, rows, s0, s1, column_sums)
 
 
-@numba.njit(**JIT_OPTIONS, parallel=True)
+@twin_jit
 def _transposed_product(a, b, parts, column_sums):
     rows = a.shape[0]
     chunks = parts.shape[0]
@@ -151,36 +155,43 @@ def fits(b, dtype) -> bool:
     )
 
 
-def worth_threads(rows: int, inner: int, cols: int) -> bool:
-    """Whether a (rows, inner) @ (inner, cols) product should be split over the pool."""
-    return (
-        rows >= 2 * MIN_BLOCK_ROWS
-        and rows * inner * cols >= MIN_MULTIPLY_ADDS
-        and parallel_for(rows * cols)
-    )
+def splits(rows: int, inner: int, cols: int) -> bool:
+    """Whether a (rows, inner) @ (inner, cols) product is cut into blocks that threads can share.
+    NOTE: the shapes alone decide, never the thread count: see the module's docstring."""
+    return rows >= 2 * MIN_BLOCK_ROWS and rows * inner * cols >= MIN_MULTIPLY_ADDS
+
+
+def row_blocks(rows: int) -> int:
+    """How many row blocks a product that `splits` is cut into: a power of two, 2 to
+    MAX_ROW_BLOCKS, blocks of TARGET_BLOCK_ROWS rows or more where there are enough rows."""
+    blocks = 2
+    while blocks < MAX_ROW_BLOCKS and rows // (2 * blocks) >= TARGET_BLOCK_ROWS:
+        blocks *= 2
+    return blocks
 
 
 def takes(rows: int, inner: int, cols: int, dtype) -> bool:
-    """Whether this module computes the product: split over the pool when that is worth it, and
-    on one thread too when MKL is there (it is faster than NumPy's OpenBLAS at any size but
-    the smallest)."""
+    """Whether this module computes the product: whenever it `splits` (whatever the thread
+    count, so that one thread makes the same calls as two), and with MKL any product but the
+    smallest (MKL is faster than NumPy's OpenBLAS at any size but the smallest)."""
     # NOTE: not one row (a generation step's x·Wᵀ): NumPy's matrix-vector product reads W once
     # row by row, where MKL's gemm with a transposed W took 1.3-1.4x as long (1x256 @ 256x1024)
     if rows > 1 and dtype in gemm_functions() and rows * inner * cols >= MIN_PRODUCT_MULTIPLY_ADDS:
         return True
-    return worth_threads(rows, inner, cols)
+    return splits(rows, inner, cols)
 
 
 def product(a, b, bias=None):
     """a @ b (+ bias on every row): a (m, k) C-contiguous, b (k, n) C- or F-contiguous."""
-    out = buffers.empty((a.shape[0], b.shape[1]), a.dtype)
+    rows = a.shape[0]
+    out = buffers.empty((rows, b.shape[1]), a.dtype)
+    blocks = row_blocks(rows) if splits(rows, a.shape[1], b.shape[1]) else 1
+    twin = "parallel" if blocks > 1 and parallel_for(out.size) else "serial"
     gemm = gemm_functions().get(a.dtype)
-    split = gemm is None or worth_threads(a.shape[0], a.shape[1], b.shape[1])  # see `takes`
-    blocks = max(1, min(get_num_threads(), a.shape[0] // MIN_BLOCK_ROWS)) if split else 1
     if gemm is None:  # OpenBLAS through np.dot
-        _rows_product(a, b, bias, out, blocks, ROW_ALIGN)
+        getattr(_rows_product, twin)(a, b, bias, out, blocks, ROW_ALIGN)
         return out
-    kernel = _rows_product_mkl.parallel if split else _rows_product_mkl.serial
+    kernel = getattr(_rows_product_mkl, twin)
     if b.flags["C_CONTIGUOUS"]:
         kernel(gemm, a, b, False, bias, out, blocks, MKL_ROW_ALIGN)
     else:  # Fortran-ordered b: its transpose is C-ordered
@@ -196,9 +207,15 @@ def transposed_product(a, b, want_column_sums=False):
     chunks = max(1, min(TRANSPOSED_CHUNKS, a.shape[0] // MIN_CHUNK_ROWS))
     parts = buffers.empty((chunks, a.shape[1], b.shape[1]), a.dtype)
     sums = np.zeros((chunks, a.shape[1])) if want_column_sums else None  # float64 partials
-    _transposed_product(a, b, parts, sums)
+    kernel = _transposed_product.parallel if _on_the_pool(a, b) else _transposed_product.serial
+    kernel(a, b, parts, sums)
     total = np.add.reduce(parts, axis=0)  # chunk by chunk, in order
     return total, (sums.sum(axis=0).astype(a.dtype) if want_column_sums else None)
+
+
+def _on_the_pool(a, b) -> bool:
+    """Whether aᵀ @ b's blocks run on the pool's threads (else one after the other)."""
+    return splits(a.shape[0], a.shape[1], b.shape[1]) and parallel_for(a.shape[1] * b.shape[1])
 
 
 def _transposed_product_by_columns(gemm, a, b, want_column_sums):
@@ -212,7 +229,7 @@ def _transposed_product_by_columns(gemm, a, b, want_column_sums):
     # in 4 blocks of its 256 columns 2.10 ms; the other way round, rows win (2.82 against 4.03)
     by_columns = q > p
     blocks = max(1, min(TRANSPOSED_BLOCKS, (q if by_columns else p) // COLUMN_ALIGN))
-    split = worth_threads(a.shape[0], p, q)
-    kernel = _transposed_product_mkl.parallel if split else _transposed_product_mkl.serial
-    kernel(gemm, a, b, out, sums, blocks, by_columns)  # one after the other or not: the same
+    twin = _transposed_product_mkl
+    kernel = twin.parallel if _on_the_pool(a, b) else twin.serial
+    kernel(gemm, a, b, out, sums, blocks, by_columns)
     return out, (sums.astype(a.dtype) if want_column_sums else None)
