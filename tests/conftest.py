@@ -48,3 +48,11 @@ def device(request):
 @pytest.fixture(autouse=True)
 def _seed():
     tt.manual_seed(0)
+
+
+def pytest_unconfigure(config):
+    """The test command's last line names the machine configuration it ran under: a result that
+    differs between machines can be traced to one (kernels/cpu/machine.py)."""
+    from tinytensor.kernels.cpu import machine
+
+    print(machine.describe())

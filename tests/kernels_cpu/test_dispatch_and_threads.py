@@ -1,6 +1,8 @@
 """The switch, the predicate that keeps non-NumPy arrays (CuPy's) away from the CPU kernels,
 reproducibility at a fixed thread count, and the thread-count settings."""
 
+import os
+
 import numpy as np
 import pytest
 
@@ -127,6 +129,77 @@ def test_set_num_threads_sets_the_kernels_and_openblas():
     assert tt.get_num_threads() == 1 and numba.get_num_threads() == 1
     blas = threadpoolctl.threadpool_info()
     assert all(lib["num_threads"] == 1 for lib in blas if lib["user_api"] == "blas")
+
+
+def _start_the_pool():
+    with tt.cpu_kernels("numba"):
+        F.softmax(tt.randn(3, 4), -1)  # starts the pool if it has not started
+
+
+def pool_threads():
+    import numba
+
+    count = tt.get_num_threads()
+    assert numba.get_num_threads() == count  # the pool itself, not only the record
+    return count
+
+
+@pytest.mark.parametrize("user_api", [None, "blas"])
+def test_threadpoolctl_limits_the_pool_and_gives_it_back(user_api):
+    """A harness's `threadpool_limits(1)` (all pools, or BLAS only) caps the pool in its block;
+    after it the pool has the count it had."""
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    _start_the_pool()
+    tt.set_num_threads(2)
+    ours = [lib for lib in threadpool_info() if lib["internal_api"] == "tinytensor"]
+    assert len(ours) == 1 and ours[0]["user_api"] == "blas" and ours[0]["num_threads"] == 2
+    with threadpool_limits(1, user_api=user_api):
+        assert pool_threads() == 1
+        x = tt.randn(1024, 128)
+        F.linear(x, tt.randn(256, 128))  # a product that splits runs its blocks in turn
+        assert pool_threads() == 1
+    assert pool_threads() == 2
+    tt.set_num_threads(1)
+    with threadpool_limits(4):  # a cap above the count changes nothing
+        assert pool_threads() == 1
+    assert pool_threads() == 1
+
+
+def test_a_lifted_threadpoolctl_limit_leaves_the_pool_following_the_load(monkeypatch):
+    from threadpoolctl import threadpool_limits
+
+    _start_the_pool()
+    monkeypatch.setitem(threads._state, "fixed", None)  # as without set_num_threads or env
+    monkeypatch.setattr(threads, "cores_allowed", lambda: 2)
+    monkeypatch.setattr(threads, "free_cores", lambda: 2.0)
+    with threadpool_limits(1):
+        assert threads._state["limit"] == 1
+        dispatch.parallel_for(1 << 20)  # asks the load: 2 cores free, but capped at 1
+        assert pool_threads() == 1
+    assert threads._state["limit"] is None and threads._state["fixed"] is None
+    dispatch.parallel_for(1 << 20)
+    assert pool_threads() == 2
+
+
+@pytest.mark.parametrize("variable", ["OMP_NUM_THREADS", "NUMBA_NUM_THREADS"])
+def test_the_environment_fixes_the_count(variable):
+    """OMP_NUM_THREADS=1 python train.py: the pool and OpenBLAS run one thread."""
+    import subprocess
+    import sys
+
+    program = (
+        "import numba, tinytensor as tt\n"
+        "from threadpoolctl import threadpool_info\n"
+        "tt.nn.functional.softmax(tt.randn(300, 300), -1)\n"
+        "blas = {lib['num_threads'] for lib in threadpool_info() if lib['user_api'] == 'blas'}\n"
+        "print(tt.get_num_threads(), numba.get_num_threads(), sorted(blas))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_NUM_THREADS")}
+    env[variable] = "1"
+    out = subprocess.run([sys.executable, "-c", program], env=env, capture_output=True,
+                         text=True, timeout=120, check=True).stdout  # fmt: skip
+    assert out.split() == ["1", "1", "[1]"], out
 
 
 def test_free_cores_measures_idle_plus_own_time():

@@ -193,29 +193,40 @@ def _prefer_wide_vectors() -> None:
 
 
 def parallel_for(size: int) -> bool:
-    """Whether an array of `size` elements is worth the thread pool (and the pool's size follows
-    the machine's load: `threads.follow_load`, asked here, where the pool is about to be used).
+    """Whether an array of `size` elements goes to the parallel twin, which the pool runs on as
+    many threads as it has now, one included (and the pool's size follows the machine's load:
+    `threads.follow_load`, asked here, where the pool is about to be used).
 
-    NOTE: with one thread the serial twin runs: numba's pool would still hand the work to a
-    worker thread and wait for it, and on a busy machine that wait is a scheduler time slice.
-    Off the main thread it runs too: numba's workqueue pool (the fallback where OpenMP does not
-    load) must not be entered from two threads at once (it aborts the process), so only the
-    main thread uses it. So does a forked child: OpenMP's pool does not survive a fork.
+    NOTE: the size decides, not the thread count, so that the thread count cannot change a
+    result. The twins are compiled apart, and fastmath lets LLVM order and fuse each one's
+    arithmetic its own way: the tanh GELU's backward and RMSNorm's weight gradient rounded
+    differently in the serial twin than in the parallel one, which rounds alike at any thread
+    count (its loop body is one function, however the loop is split). One thread costs the
+    parallel twin little: OpenMP runs a team of one on the calling thread (GELU's backward on
+    16k floats 3.3 µs against the serial twin's 2.7, level on 1M). The serial twin runs, and a
+    result may differ in its last bits, only where the pool cannot: off the main thread (numba's
+    workqueue pool, the fallback where OpenMP does not load, aborts the process if two threads
+    enter it), in a forked child (OpenMP's pool does not survive a fork), and at one thread on
+    the workqueue layer (it would hand the work to a worker thread and wait for it: on a busy
+    machine, a scheduler time slice).
     """
     if size < PARALLEL_MIN_ELEMENTS:
         return False
     threads.follow_load()
     return (
-        threads.get_num_threads() > 1
-        and threading.current_thread() is threading.main_thread()
+        threading.current_thread() is threading.main_thread()
         and not threads.in_forked_child()
+        and (threads.get_num_threads() > 1 or threads.team_of_one_runs_inline())
     )
 
 
 def pooled_add(a, b):
     """a + b over the kernels' pool (kernels/cpu/add.py) when both are large enough for threads
     and qualify (one shape, one float dtype, C-contiguous NumPy), else None: the caller adds."""
+    # (an exactly rounded add: at one thread NumPy's add gives the same bits, and is faster)
     if a.size < PARALLEL_MIN_ELEMENTS or a.shape != b.shape or not parallel_for(a.size):
+        return None
+    if threads.get_num_threads() == 1:
         return None
     fused = kernels_for("add", a, b)
     return fused.add(a, b) if fused else None

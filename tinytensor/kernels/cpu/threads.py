@@ -19,6 +19,11 @@ slice (milliseconds) while the others wait. A 2-core machine with one core busy 
 
 `set_num_threads(n)` fixes the count instead (PyTorch's `torch.set_num_threads`); so does the
 environment's NUMBA_NUM_THREADS / OMP_NUM_THREADS / OPENBLAS_NUM_THREADS (in that order).
+`threadpoolctl.threadpool_limits(n)` caps it while its block runs, as it caps the BLAS libraries
+(the pool registers itself with threadpoolctl as user_api "blas", internal_api "tinytensor": it
+runs the BLAS products while the fused kernels are on). threadpoolctl finds a pool by its shared
+library, numba's threading layer, which loads when the pool starts (the first fused kernel or
+pooled product); a limit set before that does not reach the pool.
 A process forked from one that used the pool (a DataLoader worker) runs every kernel on its own
 thread: OpenMP's pool does not survive a fork.
 """
@@ -34,10 +39,12 @@ _state = {
     "configured": False,
     "fixed": None,
     "current": None,
+    "limit": None,  # threadpoolctl's cap on the count (`limit_threads`)
     "next_probe": 0.0,
     "last": None,
     "pooled_products": True,  # OpenBLAS at one thread, products split over the pool
     "forked": False,
+    "layer": None,  # numba's threading layer, once the pool started
 }
 
 
@@ -74,7 +81,9 @@ def configure_once() -> None:
     # NOTE: a set_num_threads(n) before this point recorded n but could not reach numba's pool
     # (numba was not set up yet): apply it now even though n is already "current"
     _state["current"] = None
-    _apply(_state["fixed"] or cores_allowed())
+    _apply(_state["fixed"] or cores_allowed())  # (numba.set_num_threads starts the pool)
+    _state["layer"] = numba.threading_layer()
+    _register_with_threadpoolctl()
 
 
 def follow_load() -> None:
@@ -114,6 +123,9 @@ def free_cores():
 
 
 def _apply(n: int) -> None:
+    """Uses n threads from now on, or the limit where that is lower."""
+    if _state["limit"] is not None:
+        n = min(n, _state["limit"])
     if n == _state["current"]:
         return
     _state["current"] = n
@@ -132,6 +144,12 @@ def pool_products(on: bool) -> None:
     _state["pooled_products"] = on
     if _state["configured"] and _state["current"] is not None:
         _set_blas_threads(1 if on else _state["current"])
+
+
+def team_of_one_runs_inline() -> bool:
+    """Whether the pool at one thread runs a parallel loop on the calling thread (OpenMP, TBB),
+    rather than handing it to a worker and waiting (numba's workqueue layer)."""
+    return _state["layer"] not in ("workqueue", None)
 
 
 def in_forked_child() -> bool:
@@ -156,11 +174,61 @@ def set_num_threads(n: int) -> None:
     _apply(n)
 
 
+def limit_threads(n: int) -> None:
+    """Caps the count at n (threadpoolctl's `threadpool_limits`); a cap at or above the count
+    the pool would use anyway lifts it, so that threadpoolctl's restore of the value it read
+    (`thread_limit`) leaves the pool as it was, following the load if it was."""
+    uncapped = _state["fixed"] or cores_allowed()
+    _state["limit"] = None if n >= uncapped else max(1, int(n))
+    _state["current"] = None  # apply even where the capped count is the same
+    _state["next_probe"] = 0.0  # following the load: the next kernel measures it again
+    _apply(uncapped)
+
+
+def thread_limit() -> int:
+    """The cap threadpoolctl sees: the limit, else the most threads the pool would use."""
+    return _state["limit"] or _state["fixed"] or cores_allowed()
+
+
 def get_num_threads() -> int:
     """The thread count in use now (fixed, or the latest that followed the load)."""
     if _state["current"] is not None:
         return _state["current"]
     return _state["fixed"] or _fixed_by_environment() or cores_allowed()
+
+
+def _register_with_threadpoolctl() -> None:
+    """Makes the pool one of the thread pools threadpoolctl lists and limits (once numba's
+    threading layer, the library it finds the pool by, is loaded: configure_once)."""
+    try:
+        import threadpoolctl
+    except ImportError:
+        return
+    if any(c.internal_api == "tinytensor" for c in threadpoolctl._ALL_CONTROLLERS):
+        return  # registered already (register() has no "is registered")
+
+    class TinytensorPool(threadpoolctl.LibController):
+        """tinytensor's thread pool, found by numba's threading-layer library."""
+
+        user_api = "blas"  # while the fused kernels are on, the pool runs the BLAS products
+        internal_api = "tinytensor"
+        filename_prefixes = ("omppool", "workqueue", "tbbpool")
+
+        def get_num_threads(self):
+            return thread_limit()
+
+        def set_num_threads(self, num_threads):
+            limit_threads(num_threads)
+
+        def get_version(self):
+            from importlib.metadata import PackageNotFoundError, version
+
+            try:
+                return version("tinytensor")
+            except PackageNotFoundError:
+                return None
+
+    threadpoolctl.register(TinytensorPool)
 
 
 def _set_blas_threads(n: int) -> None:
@@ -172,4 +240,5 @@ def _set_blas_threads(n: int) -> None:
     except ImportError:  # without threadpoolctl OpenBLAS keeps OPENBLAS_NUM_THREADS
         return
     for lib in ThreadpoolController().select(user_api="blas").lib_controllers:
-        lib.set_num_threads(n)
+        if lib.internal_api != "tinytensor":  # the pool itself (_register_with_threadpoolctl)
+            lib.set_num_threads(n)
