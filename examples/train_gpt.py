@@ -296,6 +296,8 @@ def main(argv=None) -> int:
         f.write(sample)
     if result.timed_out:
         print(f"stopped by --max-minutes {args.max_minutes} at step {result.step}")
+    if result.paused:
+        print(f"stopped by --stop-at-step at step {result.step}: --resume continues the run")
     print(
         f"\ntrained {result.step} steps in {result.seconds:.0f} s "
         f"({result.tokens_per_second:,.0f} tokens/s): train loss {train_loss:.3f}, "

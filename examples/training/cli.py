@@ -14,8 +14,8 @@ from .validation import non_negative_float, non_negative_int, positive_float, po
 # continues exactly as it started (same model, data, schedule and seed).
 # (Validation and checkpoint intervals change what is recorded, never the training losses.)
 RUN_CONTROL_FLAGS = (
-    "resume", "out_dir", "device", "max_minutes", "no_progress", "no_plot", "eval_every",
-    "checkpoint_every", "allow_data_change",
+    "resume", "out_dir", "device", "max_minutes", "stop_at_step", "no_progress", "no_plot",
+    "eval_every", "checkpoint_every", "allow_data_change",
 )  # fmt: skip
 
 
@@ -74,6 +74,13 @@ def add_training_flags(parser: argparse.ArgumentParser, **defaults) -> None:
         type=positive_float,
         default=defaults.get("max_minutes"),
         help="stop after this much training time, with a checkpoint",
+    )
+    g.add_argument(
+        "--stop-at-step",
+        type=positive_int,
+        default=None,
+        help="stop after this step, with a checkpoint; --resume continues exactly as an "
+        "uninterrupted run (a run in pieces)",
     )
     g.add_argument("--seed", type=seed, default=0, help="random seed")
     g.add_argument(

@@ -42,6 +42,7 @@ class TrainConfig:
     grad_clip: float | None = 1.0  # clip the global gradient norm to this (None: no clipping)
     tokens_per_step: int = 0  # for the tokens/s readout (0: not shown)
     max_minutes: float | None = None  # stop (and checkpoint) after this much training time
+    stop_at_step: int | None = None  # stop (and checkpoint) after this step: a run in pieces
     progress: bool = True  # show the tqdm bar
     plot: bool = True  # write loss.png at the end
     desc: str = "train"  # the progress bar's label
@@ -57,6 +58,7 @@ class TrainConfig:
             grad_clip=args.grad_clip,
             tokens_per_step=tokens_per_step,
             max_minutes=args.max_minutes,
+            stop_at_step=getattr(args, "stop_at_step", None),
             progress=not args.no_progress,
             plot=not args.no_plot,
             desc=desc,
@@ -69,6 +71,7 @@ class TrainResult:
     history: dict  # "step"/"train_loss" per step, "eval_step" + one list per metric per eval
     interrupted: bool = False  # stopped by Ctrl-C
     timed_out: bool = False  # stopped by max_minutes
+    paused: bool = False  # stopped by stop_at_step
     seconds: float = 0.0  # training time of all runs up to `step` (resumed ones added up)
     tokens_per_second: float = 0.0  # over those runs
     # this run after its first step, which also loads the compiled kernels (about 2 s per
@@ -274,6 +277,9 @@ class Trainer:
                         break
                     if out_of_time:
                         result.timed_out = True
+                        break
+                    if cfg.stop_at_step is not None and self.step >= cfg.stop_at_step:
+                        result.paused = True  # (every rank is at the same step)
                         break
         finally:
             bar.close()

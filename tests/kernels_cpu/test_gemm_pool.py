@@ -19,7 +19,8 @@ TOL = {np.float32: dict(rtol=2e-5, atol=2e-5), np.float64: dict(rtol=1e-12, atol
 def restore_thread_policy():
     dispatch.kernels_for("gemm", np.ones(1))  # sets the pool up, as the first product would
     saved = dict(threads._state)
-    yield
+    with tt.cpu_kernels("numba"):  # OpenBLAS at one thread, as when the ops call this module
+        yield
     threads._state.update(saved)
     threads._state["current"] = None
     threads._apply(saved["fixed"] or threads.cores_allowed())
