@@ -50,6 +50,16 @@ def _seed():
     tt.manual_seed(0)
 
 
+def pytest_configure(config):
+    """The kernels compile as in a user's process: with 512-bit vectors where the CPU has
+    them. Set before any test module compiles numba code of its own (numba reads the target's
+    features once, at its first compile, and the kernels would then get LLVM's 256-bit default)."""
+    from tinytensor.kernels.cpu import dispatch
+
+    if dispatch.fused_available():
+        dispatch._prefer_wide_vectors()
+
+
 def pytest_unconfigure(config):
     """The test command's last line names the machine configuration it ran under: a result that
     differs between machines can be traced to one (kernels/cpu/machine.py)."""

@@ -2,7 +2,7 @@
 
 import pytest
 
-from tinytensor.kernels.cpu import fused_available
+from tinytensor.kernels.cpu import fused_available, threads
 
 
 def pytest_collection_modifyitems(config, items):
@@ -12,3 +12,13 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "kernels_cpu" in str(item.fspath) and "no_numba_ok" not in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture
+def restored_thread_policy():
+    """Puts the pool's thread policy (set_num_threads, limits) back as it was after the test."""
+    saved = dict(threads._state)
+    yield
+    threads._state.update(saved)
+    threads._state["current"] = None
+    threads._apply(saved["fixed"] or threads.cores_allowed())

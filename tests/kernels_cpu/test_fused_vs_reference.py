@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import tinytensor as tt
-from tinytensor.kernels.cpu import dispatch, threads
+from tinytensor.kernels.cpu import dispatch
 
 F = tt.nn.functional
 
@@ -28,13 +28,7 @@ def run(mode, build, arrays, seed_grad=0):
     return [out.numpy()] + grads
 
 
-@pytest.fixture(autouse=True)
-def restore_thread_policy():
-    saved = dict(threads._state)
-    yield
-    threads._state.update(saved)
-    threads._state["current"] = None
-    threads._apply(saved["fixed"] or threads.cores_allowed())
+pytestmark = pytest.mark.usefixtures("restored_thread_policy")
 
 
 def assert_fused_matches_reference(build, arrays, dtype, **tolerance):
@@ -275,7 +269,7 @@ def test_attention_head_by_head_on_the_pool(dtype, case, blas, monkeypatch):
     if blas == "openblas":
         monkeypatch.setattr(attention, "gemm_functions", lambda: {})
     elif not mkl_blas.gemm_functions():
-        pytest.skip("MKL is not installed (pip install 'tinytensor[mkl]'): OpenBLAS case only")
+        pytest.skip(f"{mkl_blas.why_not_in_use()}: OpenBLAS case only")
 
     calls = []
     original = attention.heads_forward
@@ -321,7 +315,7 @@ def test_attention_head_by_head_key_spans(dtype, blas, monkeypatch):
     if blas == "openblas":
         monkeypatch.setattr(attention, "gemm_functions", lambda: {})
     elif not mkl_blas.gemm_functions():
-        pytest.skip("MKL is not installed (pip install 'tinytensor[mkl]'): OpenBLAS case only")
+        pytest.skip(f"{mkl_blas.why_not_in_use()}: OpenBLAS case only")
     monkeypatch.setattr(buffers, "empty", lambda shape, dtype: np.full(shape, np.nan, dtype))
     calls = []
     original = attention.heads_forward

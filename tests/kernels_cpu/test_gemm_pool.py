@@ -32,7 +32,7 @@ def blas(request, monkeypatch):
     if request.param == "openblas":
         monkeypatch.setattr(gemm, "gemm_functions", lambda: {})
     elif not mkl_blas.gemm_functions():
-        pytest.skip("MKL is not installed (pip install 'tinytensor[mkl]'): OpenBLAS case only")
+        pytest.skip(f"{mkl_blas.why_not_in_use()}: OpenBLAS case only")
     return request.param
 
 

@@ -15,19 +15,13 @@ import numpy as np
 import pytest
 
 import tinytensor as tt
-from tinytensor.kernels.cpu import dispatch, mkl_blas, threads
+from tinytensor.kernels.cpu import dispatch, mkl_blas
 
 F = tt.nn.functional
 B, T, D, HEADS, VOCAB = 4, 128, 64, 4, 97  # 512 rows: the products split; 32k-element arrays
 
 
-@pytest.fixture(autouse=True)
-def restore_thread_policy():
-    saved = dict(threads._state)
-    yield
-    threads._state.update(saved)
-    threads._state["current"] = None
-    threads._apply(saved["fixed"] or threads.cores_allowed())
+pytestmark = pytest.mark.usefixtures("restored_thread_policy")
 
 
 @pytest.fixture

@@ -74,3 +74,10 @@ def gemm_functions():
 def name() -> str:
     """ "mkl" when the products' blocks call MKL, else "openblas"."""
     return "mkl" if gemm_functions() else "openblas"
+
+
+def why_not_in_use() -> str:
+    """Why the blocks call OpenBLAS rather than MKL (for a test's skip reason)."""
+    if os.environ.get("TINYTENSOR_BLAS") == "openblas":
+        return "MKL is not in use (TINYTENSOR_BLAS=openblas)"
+    return "MKL is not installed (pip install 'tinytensor[mkl]')"
