@@ -11,7 +11,8 @@
 
 import importlib
 
-from . import accelerator, backends, cuda, dtypes
+# (tensor_xp: NumPy's names on Tensors, what a backward runs on under create_graph)
+from . import accelerator, backends, cuda, dtypes, tensor_xp  # noqa: F401
 from .allocator import keep_freed_memory
 from .amp import autocast
 from .backend import Device as device
@@ -66,7 +67,7 @@ from .function import (
     no_grad,
     set_grad_enabled,
 )
-from .gradcheck import GradcheckError, gradcheck
+from .gradcheck import GradcheckError, gradcheck, gradgradcheck
 from .kernels.cpu import cpu_kernels, get_num_threads, set_num_threads  # fused CPU kernels
 from .ops import (
     abs,

@@ -5,20 +5,31 @@ backward(root): order the nodes that lead to `root` topologically (iteratively: 
 order, handing each node the gradient of its output and adding what it returns into the
 gradients of its inputs. Leaves accumulate into `.grad`; nodes are freed as they are passed
 unless `retain_graph=True`.
+
+`create_graph=True` runs the same walk on Tensors instead of arrays: each node's VJP is computed
+by recorded ops (`higher_order.vjp`), so the gradients are on a graph of their own and can be
+differentiated again, to any order. `grad(outputs, inputs)` runs the walk for the given inputs
+only (nodes that lead to none of them are skipped) and returns their gradients, touching no
+`.grad`.
 """
 
 from __future__ import annotations
 
+from . import function, higher_order
 from .backend import get_array_module
 from .inplace import check_saved_versions
 from .kernels.cpu.dispatch import PARALLEL_MIN_ELEMENTS, pooled_add
 from .tensor import Tensor
 
+_wrap = Tensor._wrap
+_trace = None  # the list of a running backward_trace(), else None
+
 
 def sum_to(grad, shape):
     """Sums `grad` over the dimensions that broadcasting added or stretched, giving `shape`.
 
-    The one place in the engine where broadcasting is undone.
+    The one place in the engine where broadcasting is undone (arrays, or Tensors under
+    create_graph).
     """
     if grad.shape == shape:
         return grad
@@ -27,12 +38,16 @@ def sum_to(grad, shape):
         i + lead for i, n in enumerate(shape) if n == 1 and grad.shape[i + lead] != 1
     )
     if axes:
-        grad = grad.sum(axis=axes, keepdims=True)
+        if grad.__class__ is Tensor:
+            grad = grad.sum(dim=axes, keepdim=True)
+        else:
+            grad = grad.sum(axis=axes, keepdims=True)
     return grad.reshape(shape)
 
 
-def _topological_order(root):
-    """The nodes `root` depends on, inputs before outputs; built without recursion.
+def _topological_order(roots, stop=()):
+    """The nodes the tensors `roots` depend on, inputs before outputs; built without recursion.
+    Nodes in `stop` (ids) are ordered but not walked behind (a composite's stand-ins).
 
     Also counts, for each leaf with hooks, how many edges reach it: its hooks run once, on the
     sum, after the last of them was walked (PyTorch's leaf hooks and post-accumulate hooks).
@@ -42,10 +57,12 @@ def _topological_order(root):
     Also returns the tensors that want their gradient seen (retain_grad or hooks) by node.
     """
     order, seen, watched, hooked_leaves = [], set(), {}, {}
-    top = root._ctx
-    if root._retains_grad or root._hooks:
-        watched[id(top)] = root
-    stack = [(top, False)]
+    stack = []
+    for root in roots:
+        if root._ctx is not None:
+            if root._retains_grad or root._hooks:
+                watched[id(root._ctx)] = root
+            stack.append((root._ctx, False))
     pop, push, visit = stack.pop, stack.append, seen.add
     while stack:
         node, expanded = pop()
@@ -56,13 +73,15 @@ def _topological_order(root):
         if key in seen:
             continue
         visit(key)
+        push((node, True))
+        if stop and key in stop:
+            continue
         inputs = node.inputs
         if inputs is None:
             raise RuntimeError(
                 f"backward: the graph through {node.name} was already freed by an earlier "
                 "backward; pass retain_graph=True to the first backward to go through it twice"
             )
-        push((node, True))
         for x, parent in zip(inputs, node.parents):
             if parent is not None:
                 if (x._retains_grad or x._hooks) and x._ctx is parent:
@@ -75,7 +94,31 @@ def _topological_order(root):
     return order, watched, hooked_leaves
 
 
-def _seed(root, gradient):
+def _edges_to_targets(order, target_leaves, target_nodes, stop):
+    """{id(node): needs} for the nodes whose backward leads to a target, `needs` saying which of
+    the node's inputs to compute a gradient for; nodes not in it are skipped (PyTorch prunes
+    the same way: grad(loss, x) computes no weight gradients)."""
+    masks = {}
+    for node in order:  # inputs before outputs: a parent's entry is known when it is needed
+        key = id(node)
+        if key in stop:
+            continue
+        mask, useful = [], False
+        for x, parent, need in zip(node.inputs, node.parents, node.needs_input_grad):
+            if need:
+                if parent is None:
+                    need = id(x) in target_leaves
+                else:
+                    pkey = id(parent)
+                    need = pkey in target_nodes or pkey in masks
+            mask.append(need)
+            useful = useful or need
+        if useful:
+            masks[key] = tuple(mask)
+    return masks
+
+
+def _seed(root, gradient, create_graph):
     data = root._array
     xp = get_array_module(data)
     if gradient is None:
@@ -85,55 +128,44 @@ def _seed(root, gradient):
                 f"one has shape {root.shape}; pass backward(gradient=...) of that shape"
             )
         # NOTE: array(1).reshape is ~3x cheaper than ones_like, and this runs every step
-        return xp.array(1, dtype=data.dtype).reshape(data.shape)
-    g = gradient._array if isinstance(gradient, Tensor) else xp.asarray(gradient)
+        g = xp.array(1, dtype=data.dtype).reshape(data.shape)
+        return _wrap(g, False, None) if create_graph else g
+    if isinstance(gradient, Tensor):
+        g = gradient if create_graph else gradient._array
+    else:
+        g = xp.asarray(gradient)
+        g = _wrap(g, False, None) if create_graph else g
     if g.shape != data.shape:
         raise ValueError(
-            f"backward: gradient has shape {g.shape} but the output has shape {root.shape}"
+            f"backward: gradient has shape {tuple(g.shape)} but the output has shape {root.shape}"
         )
+    if create_graph:
+        return g if g._array.dtype == data.dtype else g.to(root.dtype)
     return g.astype(data.dtype, copy=False)
 
 
 def _run_grad_hooks(t, g):
     """PyTorch's Tensor.register_hook: each hook may return a replacement gradient."""
+    graph = g.__class__ is Tensor
     for hook in t._hooks["grad"]:
-        new = hook(_wrap(g, False, None))
+        new = hook(g if graph else _wrap(g, False, None))
         if new is not None:
-            g = new._array if isinstance(new, Tensor) else new
+            g = new if graph or not isinstance(new, Tensor) else new._array
     return g
 
 
 def _add_to_grad(t, g):
     grad = t._grad
-    if grad is None:
+    if g.__class__ is Tensor:  # create_graph: .grad is on the graph, and is replaced, not updated
+        # (a clone: the same gradient may reach several tensors, and one .grad must not alias
+        # another)
+        t._grad = g.clone() if grad is None else grad + g
+    elif grad is None:
         # A copy: the same array may be handed to several leaves (x + y gives both g), and a
         # later in-place update of one .grad must not change another.
         t._grad = _wrap(g.copy(), False, None)
     else:
         grad._array = grad._array + g
-
-
-def _deliver(hooked, x, gx):
-    """One edge into a hooked leaf was walked: sum its gradient; after the last, accumulate."""
-    entry = hooked[id(x)]
-    if gx is not None:
-        entry[2] = gx if entry[2] is None else entry[2] + gx
-    entry[1] -= 1
-    if entry[1] == 0 and entry[2] is not None:
-        _accumulate_leaf(x, entry[2])
-
-
-def _accumulate_leaf(t, g):
-    if t._hooks:
-        g = _run_grad_hooks(t, g)
-    _add_to_grad(t, g)
-    if t._hooks:
-        for hook in t._hooks["post_accumulate"]:
-            hook(t)
-
-
-_wrap = Tensor._wrap
-_trace = None  # the list of a running backward_trace(), else None
 
 
 class BackwardStep:
@@ -163,29 +195,105 @@ class backward_trace:
         _trace = self._previous
 
 
-def backward(root, gradient=None, retain_graph=False):
-    if not root.requires_grad:
-        raise RuntimeError(
-            "backward: this tensor does not require grad and has no graph; did you forget "
-            "requires_grad=True on the inputs, or compute it under no_grad()?"
-        )
-    g = _seed(root, gradient)
-    if root._ctx is None:
-        _accumulate_leaf(root, g)
-        return
+def _as_array(g):
+    return g._array if g.__class__ is Tensor else g
+
+
+class _Walk:
+    """Where the gradients of one walk go.
+
+    targets None: every leaf that requires grad (and every retain_grad tensor) accumulates into
+    `.grad` (backward). Otherwise only the target tensors receive a gradient: into `.grad`
+    (backward(inputs=...)), or, with `capture`, into `self.captured` and no `.grad` changes
+    (autograd.grad).
+    """
+
+    __slots__ = ("targets", "capture", "captured", "target_nodes")
+
+    def __init__(self, targets=None, capture=False):
+        self.targets = None if targets is None else {id(t): t for t in targets}
+        self.capture = capture
+        self.captured = {}
+        # non-leaf targets by their producing node: their gradient is the one that node receives
+        self.target_nodes = {}
+        if targets is not None:
+            for t in targets:
+                if t._ctx is not None:
+                    self.target_nodes[id(t._ctx)] = t
+
+    def leaf(self, t, g):
+        """A leaf's total gradient `g` (hooked leaves: after the last edge into it)."""
+        if t._hooks:
+            g = _run_grad_hooks(t, g)
+        if self.capture:
+            self.keep(t, g)
+            return
+        _add_to_grad(t, g)
+        if t._hooks:
+            for hook in t._hooks["post_accumulate"]:
+                hook(t)
+
+    def keep(self, t, g):
+        key = id(t)
+        earlier = self.captured.get(key)
+        self.captured[key] = g if earlier is None else earlier + g
+
+    def deliver(self, hooked, x, gx):
+        """One edge into a hooked leaf was walked: sum its gradient; after the last, pass it on."""
+        entry = hooked[id(x)]
+        if gx is not None:
+            entry[2] = gx if entry[2] is None else entry[2] + gx
+        entry[1] -= 1
+        if entry[1] == 0 and entry[2] is not None:
+            self.leaf(x, entry[2])
+
+
+def walk(roots, seeds, retain_graph=False, create_graph=False, into=None, stop=()):
+    """The backward walk from `roots` with dL/droot = `seeds` (see the module docstring).
+
+    into: a `_Walk` saying where gradients go (None: every leaf's `.grad`). stop: ids of nodes
+    not to walk behind.
+    """
+    into = into or _Walk()
+    order, watched, hooked = _topological_order(roots, stop)
+    targets = into.targets
+    masks = None
+    if targets is not None:
+        masks = _edges_to_targets(order, targets, into.target_nodes, stop)
+    grads = {}
+    for root, g in zip(roots, seeds):
+        if root._ctx is None:
+            if targets is None or id(root) in targets:
+                into.leaf(root, g)
+            continue
+        key = id(root._ctx)
+        grads[key] = g if key not in grads else grads[key] + g
+    if create_graph:
+        with function.enable_grad():
+            _walk_nodes(order, grads, watched, hooked, masks, into, retain_graph, True)
+    else:
+        _walk_nodes(order, grads, watched, hooked, masks, into, retain_graph, False)
+
+
+def _walk_nodes(order, grads, watched, hooked, masks, into, retain_graph, create_graph):
     # NOTE: the hot path of every training step: locals over attribute lookups throughout.
-    order, watched, hooked = _topological_order(root)
-    grads = {id(root._ctx): g}
     pop_grad = grads.pop
     trace = _trace
+    targets, target_nodes, capture = into.targets, into.target_nodes, into.capture
+    graph_vjp = higher_order.vjp
     for ctx in reversed(order):
         key = id(ctx)
         g = pop_grad(key, None)
+        needs = ctx.needs_input_grad
+        if masks is not None and g is not None:
+            needs = masks.get(key)
+            if needs is None and key not in target_nodes:
+                g = None  # leads to no target
         if g is None:  # no path from root carries a gradient through this node
             if hooked:
                 for x, parent in zip(ctx.inputs, ctx.parents):
                     if parent is None and id(x) in hooked:
-                        _deliver(hooked, x, None)
+                        into.deliver(hooked, x, None)
             if not retain_graph:
                 ctx.release()
             continue
@@ -193,109 +301,182 @@ def backward(root, gradient=None, retain_graph=False):
             t = watched[key]
             if t._hooks:
                 g = _run_grad_hooks(t, g)
-            if t._retains_grad:
+            if t._retains_grad and not capture and (targets is None or id(t) in targets):
                 _add_to_grad(t, g)
+        if key in target_nodes:
+            t = target_nodes[key]
+            if capture:
+                into.keep(t, g)
+            elif not (key in watched and t._retains_grad):  # (retain_grad added it already)
+                _add_to_grad(t, g)
+            if needs is None:  # a target whose own inputs lead to no other target
+                if not retain_graph:
+                    ctx.release()
+                continue
         if ctx.saved_at is not None or ctx.saved_versions:
             check_saved_versions(ctx)
-        input_grads = ctx.backward(g)
+        if create_graph:
+            input_grads = graph_vjp(ctx, g, needs)
+        elif needs is ctx.needs_input_grad:
+            input_grads = ctx.backward(g)
+        else:  # pruned to the edges that lead to a target
+            full, ctx.needs_input_grad = ctx.needs_input_grad, needs
+            try:
+                input_grads = ctx.backward(g)
+            finally:
+                ctx.needs_input_grad = full
         if input_grads.__class__ is not tuple:
             input_grads = (input_grads,)
-        needs = ctx.needs_input_grad
         sent = [None] * len(needs) if trace is not None else None
         for i, (x, parent, gx) in enumerate(zip(ctx.inputs, ctx.parents, input_grads)):
             if gx is None or not needs[i]:
                 if hooked and parent is None and id(x) in hooked:
-                    _deliver(hooked, x, None)
+                    into.deliver(hooked, x, None)
                 continue
-            data = x._array
-            if gx.shape != data.shape:
-                if ctx.broadcasts:
-                    gx = sum_to(gx, data.shape)
-                if gx.shape != data.shape:
-                    raise RuntimeError(
-                        f"{ctx.name}.backward returned a gradient of shape {gx.shape} for input "
-                        f"{i}, whose shape is {data.shape}"
-                    )
-            if gx.dtype != data.dtype:
-                gx = gx.astype(data.dtype)
+            if create_graph:
+                gx = _fit(gx, x, ctx, i, True)
+            else:
+                data = x._array
+                if gx.shape != data.shape or gx.dtype != data.dtype:
+                    gx = _fit(gx, x, ctx, i, False)
             if sent is not None:
-                sent[i] = gx
+                sent[i] = _as_array(gx)
             if parent is None:
                 if hooked and id(x) in hooked:
-                    _deliver(hooked, x, gx)
-                else:
-                    _accumulate_leaf(x, gx)
+                    into.deliver(hooked, x, gx)
+                elif targets is None or id(x) in targets:
+                    into.leaf(x, gx)
             else:
                 pkey = id(parent)
                 if pkey in grads:  # a second path to the same tensor: the gradients add up
                     earlier = grads[pkey]
-                    total = pooled_add(earlier, gx) if gx.size >= PARALLEL_MIN_ELEMENTS else None
+                    total = None
+                    if not create_graph and gx.size >= PARALLEL_MIN_ELEMENTS:
+                        total = pooled_add(earlier, gx)
                     gx = earlier + gx if total is None else total
                 grads[pkey] = gx
         if sent is not None:
-            trace.append(BackwardStep(ctx, g, tuple(sent)))
+            trace.append(BackwardStep(ctx, _as_array(g), tuple(sent)))
         if not retain_graph:
             ctx.release()
 
 
-def _leaves(root):
-    """The leaf tensors that require grad and that `root` depends on."""
-    if root._ctx is None:
-        return [root] if root.requires_grad else []
-    found = {}
-    for node in _topological_order(root)[0]:
-        for x, parent in zip(node.inputs, node.parents):
-            if parent is None and x.requires_grad:
-                found[id(x)] = x
-    return list(found.values())
+def _fit(gx, x, ctx, i, create_graph):
+    """Input i's gradient `gx` in x's shape (broadcasting undone) and dtype."""
+    if create_graph and gx.__class__ is not Tensor:  # a constant (zeros) from a VJP
+        gx = _wrap(get_array_module(gx).asarray(gx), False, None)
+    data = x._array
+    if gx.shape != data.shape:
+        if ctx.broadcasts:
+            gx = sum_to(gx, data.shape)
+        if gx.shape != data.shape:
+            raise RuntimeError(
+                f"{ctx.name}.backward returned a gradient of shape {tuple(gx.shape)} for input "
+                f"{i}, whose shape is {data.shape}"
+            )
+    if create_graph:
+        return gx if gx._array.dtype == data.dtype else gx.to(x.dtype)
+    return gx if gx.dtype == data.dtype else gx.astype(data.dtype)
+
+
+def backward(root, gradient=None, retain_graph=None, create_graph=False, inputs=None):
+    """Tensor.backward: dL/d(leaves) into their `.grad` (see Tensor.backward)."""
+    if not root.requires_grad:
+        raise RuntimeError(
+            "backward: this tensor does not require grad and has no graph; did you forget "
+            "requires_grad=True on the inputs, or compute it under no_grad()?"
+        )
+    if retain_graph is None:
+        retain_graph = create_graph
+    into = None
+    if inputs is not None:
+        inputs = _tensor_list(inputs, "backward", "inputs")
+        if not inputs:
+            raise RuntimeError("backward: inputs= was given but is empty")
+        into = _Walk(inputs)
+    walk([root], [_seed(root, gradient, create_graph)], retain_graph, create_graph, into)
+
+
+def _tensor_list(values, fn, argument):
+    values = [values] if isinstance(values, Tensor) else list(values)
+    for i, v in enumerate(values):
+        if not isinstance(v, Tensor):
+            raise TypeError(f"{fn}: {argument}[{i}] must be a Tensor, got {type(v).__name__}")
+    return values
 
 
 def grad(
-    outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False, allow_unused=False
+    outputs,
+    inputs,
+    grad_outputs=None,
+    retain_graph=None,
+    create_graph=False,
+    allow_unused=None,
+    materialize_grads=False,
 ):
     """d(Σ outputs·grad_outputs)/d(inputs) as a tuple, as `torch.autograd.grad`.
 
-    Runs `backward` and reads the inputs' `.grad`, then puts back every `.grad` it touched, so
-    (as in PyTorch) no leaf's `.grad` changes. `create_graph` (double backward) is not supported.
+    No `.grad` changes. With `create_graph=True` the gradients are Tensors on a graph of their
+    own, differentiable again (a gradient penalty, a Hessian-vector product). Nodes that lead to
+    none of `inputs` are skipped.
+
+    Args:
+        outputs: a Tensor or a sequence of Tensors to differentiate.
+        inputs: the Tensors (leaves or not) to differentiate with respect to.
+        grad_outputs: dL/d(each output); None for a single-element output means 1.
+        retain_graph: keep the graph for another backward (default: create_graph).
+        create_graph: record the backward, so that the gradients can be differentiated.
+        allow_unused: give None (or zeros, with materialize_grads) for an input the outputs do
+            not depend on, instead of raising.
+        materialize_grads: zeros instead of None for unused inputs (implies allow_unused).
     """
-    if create_graph:
-        raise NotImplementedError(
-            "autograd.grad: create_graph=True (double backward) is not supported"
+    outputs = _tensor_list(outputs, "autograd.grad", "outputs")
+    inputs = _tensor_list(inputs, "autograd.grad", "inputs")
+    if allow_unused is None:
+        allow_unused = materialize_grads
+    elif materialize_grads and not allow_unused:
+        raise ValueError(
+            "autograd.grad: materialize_grads=True needs allow_unused (True or left out)"
         )
-    single = isinstance(outputs, Tensor)
-    outputs = [outputs] if single else list(outputs)
-    inputs = [inputs] if isinstance(inputs, Tensor) else list(inputs)
     if grad_outputs is None:
         grad_outputs = [None] * len(outputs)
     elif isinstance(grad_outputs, Tensor):
         grad_outputs = [grad_outputs]
+    else:
+        grad_outputs = list(grad_outputs)
     if len(grad_outputs) != len(outputs):
         raise ValueError(
             f"autograd.grad: {len(outputs)} outputs but {len(grad_outputs)} grad_outputs"
         )
+    for i, out in enumerate(outputs):
+        if not out.requires_grad:
+            raise RuntimeError(
+                f"autograd.grad: output {i} does not require grad and has no graph; did you "
+                "forget requires_grad=True on the inputs, or compute it under no_grad()?"
+            )
     for i, x in enumerate(inputs):
         if not x.requires_grad:
             raise RuntimeError(f"autograd.grad: input {i} does not require grad")
-    touched = {id(t): t for out in outputs for t in _leaves(out)}
-    touched.update({id(x): x for x in inputs})
-    saved = {key: (t.grad, t._retains_grad) for key, t in touched.items()}
-    try:
-        for t in touched.values():
-            t.grad = None
-        for x in inputs:
-            if x._ctx is not None:
-                x._retains_grad = True
-        for k, (out, g) in enumerate(zip(outputs, grad_outputs)):
-            last = k == len(outputs) - 1
-            backward(out, g, retain_graph=bool(retain_graph) or not last)
-        result = tuple(x.grad for x in inputs)
-    finally:
-        for key, t in touched.items():
-            t.grad, t._retains_grad = saved[key]
-    for i, g in enumerate(result):
-        if g is None and not allow_unused:
-            raise RuntimeError(
-                f"autograd.grad: input {i} was not used to compute the outputs; "
-                "pass allow_unused=True to get None for it"
-            )
-    return result
+    if retain_graph is None:
+        retain_graph = create_graph
+    seeds = [_seed(out, g, create_graph) for out, g in zip(outputs, grad_outputs)]
+    into = _Walk(inputs, capture=True)
+    walk(outputs, seeds, retain_graph, create_graph, into)
+    result = []
+    for i, x in enumerate(inputs):
+        g = into.captured.get(id(x))
+        if g is None:
+            if not allow_unused:
+                raise RuntimeError(
+                    f"autograd.grad: input {i} was not used to compute the outputs; "
+                    "pass allow_unused=True to get None for it"
+                )
+            if materialize_grads:
+                g = get_array_module(x._array).zeros_like(x._array)
+        if g is not None and g.__class__ is not Tensor:
+            g = _wrap(g, False, None)
+        result.append(g)
+    return tuple(result)
+
+
+from .gradcheck import gradcheck, gradgradcheck  # noqa: E402,F401 - torch.autograd's names

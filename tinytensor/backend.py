@@ -42,8 +42,21 @@ def is_cupy_array(a) -> bool:
     return bool(_cupy) and isinstance(a, _cupy.ndarray)
 
 
+# (Tensor, tinytensor.tensor_xp), bound by tensor_xp when it loads: an op's backward under
+# create_graph=True is handed Tensors, and its `xp` is then tensor_xp (see there)
+_tensor_class = _tensor_xp = None
+
+
+def bind_tensor_namespace(tensor_class, namespace) -> None:
+    global _tensor_class, _tensor_xp
+    _tensor_class, _tensor_xp = tensor_class, namespace
+
+
 def get_array_module(*arrays):
-    """The array module (numpy or cupy) of the given arrays: the `xp` that op code uses."""
+    """The array module (numpy or cupy) of the given arrays: the `xp` that op code uses; for
+    Tensors (a backward under create_graph), `tinytensor.tensor_xp`, NumPy's names on Tensors."""
+    if arrays[0].__class__ is _tensor_class:
+        return _tensor_xp
     if _cupy:  # NOTE: CPU-only programs (cupy never imported) pay one test: most ops call this
         for a in arrays:
             if isinstance(a, _cupy.ndarray):

@@ -45,10 +45,24 @@ class Function:
     differentiable = True
     saves_arrays = True
     may_alias = False  # forward may return a view of input 0 (reshape, permute, getitem, ...)
+    # Under create_graph=True each node's VJP is itself recorded (higher_order.vjp), in one of
+    # three ways, chosen by these:
+    #   linear: the op is linear in its float inputs and its backward reads none of their
+    #     values (reshape, indexing, sums, cat): its VJP becomes a node of its own whose VJP is
+    #     the op again (forward's options are kept in `replay` for that)
+    #   composite(self, *inputs): a fused op's value as differentiable ops; create_graph
+    #     differentiates that instead of running the fused backward
+    #   otherwise the same `backward`, handed Tensors: the gradient, and the inputs and output
+    #     it saved; `constants` names saved float arrays that are not functions of the inputs
+    linear = False
+    linear_part = None  # an affine op's options for its linear part: {"value": 0} of a fill
+    composite = None
+    constants = ()
     inputs = None  # the input Tensors while the node is alive; None once backward freed it
     parents = ()  # each input's producing node when this one was recorded (None for leaves)
     saved_at = None  # set when forward saved arrays: what backward checks them against (inplace)
     saved_versions = ()  # (which, version, counter) of each tensor whose memory backward reads
+    output_memory = None  # the output's memory id, once saved_versions replaced saved_at
     module = None  # the nn.Module whose forward created this node, if any (graph drawing)
 
     def __init_subclass__(cls, **kwargs):
@@ -110,6 +124,8 @@ class Function:
                 needs.append(t.requires_grad)
                 parents.append(t._ctx)
             ctx.needs_input_grad = tuple(needs)
+            if cls.linear:
+                ctx.replay = ((), params)
         else:
             ctx.needs_input_grad = ()
         try:
@@ -149,6 +165,8 @@ class Function:
         a = x._array
         records = x.requires_grad and _grad_enabled and cls.differentiable
         ctx.needs_input_grad = (True,) if records else ()
+        if records and cls.linear:
+            ctx.replay = (options, None)
         k = len(options)
         try:
             if k == 1:

@@ -181,3 +181,69 @@ def gradcheck(
                 f"differences give {n[worst]:.8g} (atol={atol}, rtol={rtol})"
             )
     return True
+
+
+def gradgradcheck(
+    fn,
+    inputs,
+    grad_outputs=None,
+    eps=1e-6,
+    atol=1e-5,
+    rtol=1e-3,
+    seed=0,
+    raise_exception=True,
+    **options,
+) -> bool:
+    """Checks second derivatives: gradcheck of the map (x, v) ↦ ∂(Σ fn(x)·v)/∂x, whose
+    gradients backward computes with create_graph=True, against central differences.
+
+    Args:
+        fn, inputs, eps, atol, rtol, seed, raise_exception: as `gradcheck`.
+        grad_outputs: the vectors v, one per float output; random (and checked too, since the
+            first derivative is linear in them) when None.
+        options: passed to `gradcheck` (directional, names).
+    Raises:
+        GradcheckError naming the first derivative's input (an x or a v) that disagrees.
+
+    Example:
+        >>> x = tt.randn(3, dtype=tt.float64, requires_grad=True)
+        >>> tt.autograd.gradgradcheck(lambda x: (x ** 3).sum(), (x,))
+        True
+    """
+    from . import autograd
+    from .function import enable_grad
+
+    inputs = prepare_inputs(inputs if isinstance(inputs, (tuple, list)) else (inputs,))
+    n = len(inputs)
+    if grad_outputs is None:
+        with no_grad():
+            outs = _outputs(fn(*inputs))
+        rng = np.random.default_rng(seed + 2)
+        grad_outputs = [
+            Tensor._wrap(
+                get_array_module(o._array).asarray(rng.standard_normal(o.shape)), True, None
+            )
+            for o in outs
+        ]
+    else:
+        grad_outputs = prepare_inputs(grad_outputs)
+
+    def first_derivative(*args):
+        xs, vs = args[:n], args[n:]
+        with enable_grad():  # gradcheck evaluates under no_grad: the inner backward must record
+            outs = _outputs(fn(*xs))
+            wrt = [x for x in xs if isinstance(x, Tensor) and x.requires_grad]
+            return autograd.grad(
+                outs, wrt, list(vs), create_graph=True, allow_unused=True, materialize_grads=True
+            )
+
+    return gradcheck(
+        first_derivative,
+        (*inputs, *grad_outputs),
+        eps=eps,
+        atol=atol,
+        rtol=rtol,
+        seed=seed,
+        raise_exception=raise_exception,
+        **options,
+    )

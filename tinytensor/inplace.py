@@ -83,7 +83,16 @@ def _root(array):
 
 # the engine's own attributes of a node, never an op's saved arrays
 _ENGINE_FIELDS = frozenset(
-    ("inputs", "needs_input_grad", "parents", "module", "saved_versions", "saved_at")
+    (
+        "inputs",
+        "needs_input_grad",
+        "parents",
+        "module",
+        "saved_versions",
+        "saved_at",
+        "output_memory",
+        "replay",
+    )
 )
 
 
@@ -148,6 +157,7 @@ def record_saved_versions(ctx) -> None:
             counter = counter_of(ctx.inputs[which])
             entries.append((which, 0 if counter is None else counter.value, None))
     ctx.saved_versions = tuple(entries)
+    ctx.output_memory = out_memory  # which saved array is the output (higher_order)
     ctx.saved_at = None
 
 

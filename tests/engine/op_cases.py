@@ -707,3 +707,43 @@ add(
     ),
     _case("VectorNorm", "all", lambda r: [leaf(r, 2, 3)], lambda x: tt.linalg.norm(x)),
 )
+
+
+def _vjp_of(fn):
+    """(x, v) -> ∂(Σ fn(x)·v)/∂x computed with create_graph: a case whose graph is a backward."""
+
+    def vjp(x, v):
+        with tt.enable_grad():  # gradcheck's numerical passes run under no_grad
+            (g,) = tt.autograd.grad(fn(x), x, v, create_graph=True)
+        return g
+
+    return vjp
+
+
+# the nodes of a backward under create_graph (tinytensor/higher_order.py)
+add(
+    _case(
+        "LinearVJP",
+        "getitem-duplicates",
+        lambda r: [leaf(r, 5, 3), leaf(r, 4, 3)],
+        _vjp_of(lambda x: x[tt.tensor([0, 2, 2, 4])]),
+    ),
+    _case(
+        "LinearVJP",
+        "expand-sum",
+        lambda r: [leaf(r, 3, 1), leaf(r, 3)],
+        _vjp_of(lambda x: x.expand(3, 4).sum(1)),
+    ),
+    _case(
+        "StandIn",
+        "layer-norm",
+        lambda r: [leaf(r, 3, 4), leaf(r, 3, 4)],
+        _vjp_of(lambda x: F.layer_norm(x, (4,))),
+    ),
+    _case(
+        "StandIn",
+        "self-attention-q-is-k-is-v",
+        lambda r: [leaf(r, 1, 2, 3, 4), leaf(r, 1, 2, 3, 4)],
+        _vjp_of(lambda x: F.scaled_dot_product_attention(x, x, x, is_causal=True)),
+    ),
+)

@@ -73,6 +73,28 @@ def _probabilities(xp, s, scale, bias, allowed):
     return e
 
 
+def attention_composite(q, k, v, bias, allowed, scale, groups, keep):
+    """softmax(τ·q·kᵀ + bias, masked)·v in differentiable ops, the value create_graph
+    differentiates (the fused kernels are first order). A row with no visible key gives 0."""
+    if groups > 1:
+        k, v = k.repeat_interleave(groups, -3), v.repeat_interleave(groups, -3)
+    s = (q @ k.transpose(-2, -1)) * scale
+    if bias is not None:
+        s = s + bias
+    if allowed is not None:
+        s = s.masked_fill(Tensor._wrap(~allowed, False, None), -math.inf)
+    xp = get_array_module(s._array)
+    empty = ~xp.isfinite(s._array).any(axis=-1, keepdims=True)  # rows that see no key
+    if empty.any():
+        s = s.masked_fill(Tensor._wrap(empty, False, None), 0.0)
+    p = s.softmax(-1)
+    if empty.any():
+        p = p * Tensor._wrap(~empty, False, None)
+    if keep is not None:
+        p = p * Tensor._wrap(keep, False, None)
+    return p @ v
+
+
 class ScaledDotProductAttention(Function):
     """O = softmax(τ·Q·Kᵀ + bias, masked)·V; see the module docstring for the VJP.
 
@@ -87,7 +109,7 @@ class ScaledDotProductAttention(Function):
         xp = get_array_module(q)
         self.causal = causal  # only for reading: `allowed` already holds the causal mask
         k, v = _repeat_heads(k, groups), _repeat_heads(v, groups)
-        self.scale, self.groups, self.keep = scale, groups, keep
+        self.scale, self.groups, self.keep, self.allowed = scale, groups, keep, allowed
         self.heads = None
         fused = None
         if bias is None and keep is None:
@@ -108,6 +130,9 @@ class ScaledDotProductAttention(Function):
             p = _probabilities(xp, s, scale, bias, allowed)
         self.q, self.k, self.v, self.p = q, k, v, p
         return (p * keep if keep is not None else p) @ v
+
+    def composite(self, q, k, v, bias=None):
+        return attention_composite(q, k, v, bias, self.allowed, self.scale, self.groups, self.keep)
 
     def backward(self, g):
         if self.heads is not None:

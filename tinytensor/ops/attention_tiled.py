@@ -281,6 +281,25 @@ class FlashAttention(Function):
         self.spec, self.runner = spec, runner
         return out.reshape(q.shape[:-1] + (v.shape[-1],))
 
+    def composite(self, q, k, v, bias=None):
+        from .attention import attention_composite
+
+        spec, xp = self.spec, get_array_module(q._array)
+        four = [t.reshape((1,) * (4 - t.ndim) + tuple(t.shape)) for t in (q, k, v)]
+        n_q, n_k = q.shape[-2], k.shape[-2]
+        allowed = spec.mask
+        if spec.causal:
+            causal = xp.arange(n_k)[None, :] <= xp.arange(n_q)[:, None] + (n_k - n_q)
+            allowed = causal if allowed is None else allowed & causal
+        if spec.key_lengths is not None:
+            lengths = xp.asarray(spec.key_lengths).astype(xp.int64).reshape(-1, 1, 1, 1)
+            padding = xp.arange(n_k) < lengths
+            allowed = padding if allowed is None else allowed & padding
+        if bias is not None:
+            bias = bias.reshape((1,) * (4 - bias.ndim) + tuple(bias.shape))
+        out = attention_composite(*four, bias, allowed, spec.scale, spec.groups, None)
+        return out.reshape(tuple(q.shape[:-1]) + (v.shape[-1],))
+
     def backward(self, g):
         q4, k4, v4, bias4, out, lse = self.saved
         needs = self.needs_input_grad

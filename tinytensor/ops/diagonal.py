@@ -28,6 +28,7 @@ class Diagonal(Function):
     """z = the diagonal of x over (dim1, dim2) at `offset`, appended as the last dim (a view);
     dL/dx = zeros with g written onto that diagonal."""
 
+    linear = True  # create_graph: its VJP's VJP is the op itself (higher_order.py)
     saves_arrays = False  # shape, dtype and the diagonal's arguments
     may_alias = True
 

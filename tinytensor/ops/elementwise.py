@@ -303,6 +303,13 @@ class Gelu(Function):
         self.cdf = 0.5 * (1 + _erf(x * (1 / math.sqrt(2))))
         return x * self.cdf
 
+    def composite(self, x):
+        if self.approximate == "tanh":
+            return 0.5 * x * (1 + tanh((x + 0.044715 * x * x * x) * _SQRT_2_OVER_PI))
+        from .torch_extras import erf
+
+        return x * (0.5 * (1 + erf(x * (1 / math.sqrt(2)))))
+
     def backward(self, g):
         x = self.x
         if self.fused:
@@ -336,6 +343,9 @@ class Silu(Function):
         self.x, self.s = x, stable_sigmoid(x)
         return x * self.s
 
+    def composite(self, x):
+        return x * sigmoid(x)
+
     def backward(self, g):
         return g * self.s * (1 + self.x * (1 - self.s))
 
@@ -347,6 +357,7 @@ class Maximum(Function):
     """z = max(x, y);  the gradient goes to the larger input.  NOTE: ties split it evenly."""
 
     broadcasts = True
+    constants = ("share_x",)  # piecewise constant in x and y (create_graph)
 
     def forward(self, x, y):
         xp = get_array_module(x)
@@ -361,6 +372,7 @@ class Minimum(Function):
     """z = min(x, y);  the gradient goes to the smaller input.  NOTE: ties split it evenly."""
 
     broadcasts = True
+    constants = ("share_x",)  # piecewise constant in x and y (create_graph)
 
     def forward(self, x, y):
         xp = get_array_module(x)
@@ -387,6 +399,7 @@ class Clamp(Function):
 class Where(Function):
     """z = cond ? x : y;  dL/dx = g where cond,  dL/dy = g elsewhere."""
 
+    linear = True  # create_graph: its VJP's VJP is the op itself (higher_order.py)
     broadcasts = True
 
     def forward(self, x, y, condition=None):

@@ -18,6 +18,7 @@ from ._checks import check_int, check_tensor
 class SplitHeads(Function):
     """z = x (B, T, H·D) viewed as (B, T, H, D), axes 1 and 2 swapped;  dL/dx = merge_heads(g)."""
 
+    linear = True  # create_graph: its VJP's VJP is the op itself (higher_order.py)
     saves_arrays = False  # only the head count (which graph labels show)
     may_alias = True  # a view of x (a copy only when x's strides do not allow one)
 
@@ -34,6 +35,7 @@ class SplitHeads(Function):
 class MergeHeads(Function):
     """z = x (B, H, T, D) with axes 1 and 2 swapped, as (B, T, H·D);  dL/dx = split_heads(g, H)."""
 
+    linear = True  # create_graph: its VJP's VJP is the op itself (higher_order.py)
     saves_arrays = False  # only the head count
     may_alias = True  # a copy unless H or T is 1 (NumPy's reshape decides, as torch's)
 

@@ -8,6 +8,7 @@ from .. import amp
 from ..amp import cast_for_matmul
 from ..function import Function
 from ..kernels.cpu.dispatch import MIN_PRODUCT_MULTIPLY_ADDS, kernels_for
+from ..tensor import Tensor
 from ._checks import check_tensor
 from ._util import binary_operands
 
@@ -40,7 +41,8 @@ class MatMul(Function):
     def backward(self, g):
         x, y = self.x, self.y
         needs = self.needs_input_grad
-        rows = _rows_of(x, y)
+        # the pool's products take arrays; under create_graph (Tensors) the lines below run
+        rows = _rows_of(x, y) if g.__class__ is not Tensor else None
         if rows is not None and g.flags["C_CONTIGUOUS"]:
             g2 = g.reshape(rows.shape[0], g.shape[-1])
             gx = gy = None
@@ -120,6 +122,10 @@ class Linear(Function):
             if bias is not None:
                 z += bias
         return z if x.ndim == 2 else z.reshape(x.shape[:-1] + w_t.shape[1:])
+
+    def composite(self, x, weight, bias=None):
+        y = x @ weight.transpose(0, 1)
+        return y if bias is None else y + bias
 
     def backward(self, g):
         needs = self.needs_input_grad

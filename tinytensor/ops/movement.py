@@ -28,6 +28,7 @@ def _shape_arg(shape):
 class Reshape(Function):
     """z = x with a new shape;  dL/dx = g reshaped back."""
 
+    linear = True  # create_graph: its VJP's VJP is the op itself (higher_order.py)
     saves_arrays = False  # the input shape
     may_alias = True  # a view when the strides allow it, as torch.reshape
 
@@ -42,6 +43,7 @@ class Reshape(Function):
 class Permute(Function):
     """z = x with dimensions reordered by `dims`;  dL/dx = g permuted by the inverse order."""
 
+    linear = True  # create_graph: its VJP's VJP is the op itself (higher_order.py)
     saves_arrays = False  # the inverse order
     may_alias = True
 
@@ -60,6 +62,7 @@ class Permute(Function):
 class Expand(Function):
     """z = x broadcast to `shape` (a view);  dL/dx = g summed back by the engine."""
 
+    linear = True  # create_graph: its VJP's VJP is the op itself (higher_order.py)
     broadcasts = True
     may_alias = True
 
@@ -77,6 +80,7 @@ def _has_arrays(index) -> bool:
 class GetItem(Function):
     """z = x[index];  dL/dx = g scattered into zeros at `index`, duplicates adding up."""
 
+    linear = True  # create_graph: its VJP's VJP is the op itself (higher_order.py)
     may_alias = True  # basic indexing gives a view; integer/bool arrays give a copy
 
     def forward(self, x, index=()):
@@ -104,6 +108,8 @@ class SetItem(Function):
     """z = x with z[index] = v (the op behind `x[index] = v`);
     dL/dx = g with g[index] = 0,  dL/dv = g[index] summed back to v's shape."""
 
+    linear = True  # create_graph: its VJP's VJP is the op itself (higher_order.py)
+
     def forward(self, x, v, index=()):
         self.index, self.v_shape = index, v.shape
         out = x.copy()
@@ -130,6 +136,8 @@ class Gather(Function):
 
     The integer index is an input (without gradient), so that a drawn graph shows it."""
 
+    linear = True  # create_graph: its VJP's VJP is the op itself (higher_order.py)
+
     def forward(self, x, index, axis=0):
         xp = get_array_module(x)
         self.shape, self.dtype, self.index, self.axis = x.shape, x.dtype, index, axis
@@ -152,6 +160,7 @@ class Gather(Function):
 class Cat(Function):
     """z = [x₁, x₂, ...] joined along `axis`;  dL/dxᵢ = the slice of g that xᵢ became."""
 
+    linear = True  # create_graph: its VJP's VJP is the op itself (higher_order.py)
     saves_arrays = False  # the axis and where each input ends
 
     def forward(self, *xs, axis=0):
@@ -172,6 +181,7 @@ class Cat(Function):
 class Stack(Function):
     """z = [x₁, x₂, ...] stacked along a new `axis`;  dL/dxᵢ = g[..., i, ...]."""
 
+    linear = True  # create_graph: its VJP's VJP is the op itself (higher_order.py)
     saves_arrays = False  # the axis
 
     def forward(self, *xs, axis=0):
@@ -185,6 +195,8 @@ class Stack(Function):
 
 class Triangle(Function):
     """z = lower (tril) or upper (triu) triangle of the last two dims;  dL/dx = same of g."""
+
+    linear = True  # create_graph: its VJP's VJP is the op itself (higher_order.py)
 
     def forward(self, x, diagonal=0, upper=False):
         xp = get_array_module(x)

@@ -23,6 +23,7 @@ from ._checks import (
     sizes,
 )
 from ._util import normalize_dim
+from .reduce import logsumexp
 
 # compared as dtypes: a comparison with np.float16 (a type) costs 0.1 µs more
 _FLOAT16, _INT64 = np.dtype(np.float16), np.dtype(np.int64)
@@ -52,6 +53,9 @@ class Softmax(Function):
         self.p = fused.softmax_forward(x) if fused else _softmax(x, axis)
         return self.p
 
+    def composite(self, x):
+        return (x - logsumexp(x, self.axis, keepdim=True)).exp()
+
     def backward(self, g):
         p = self.p
         fused = kernels_for("softmax", p, g) if self.axis == p.ndim - 1 else None
@@ -68,6 +72,9 @@ class LogSoftmax(Function):
         fused = kernels_for_array("softmax", x) if axis == x.ndim - 1 else None
         self.z = fused.log_softmax_forward(x) if fused else _log_softmax(x, axis)
         return self.z
+
+    def composite(self, x):
+        return x - logsumexp(x, self.axis, keepdim=True)
 
     def backward(self, g):
         fused = kernels_for("softmax", self.z, g) if self.axis == g.ndim - 1 else None
@@ -108,11 +115,10 @@ class CrossEntropy(Function):
         xp = get_array_module(z)
         m, c = z.shape
         eps = label_smoothing
-        self.reduction, self.eps = reduction, eps
+        self.reduction, self.eps, self.ignore_index = reduction, eps, ignore_index
         self.fused = kernels_for_array("softmax", z) if probs is None else None
         if self.fused:  # one pass over the logits, keeping only each row's log-sum-exp
             self.z, self.q, self.log_p, self.target = z, None, None, target
-            self.ignore_index = ignore_index
             stats, kept, bad, loss_sum = self.fused.cross_entropy_forward(
                 z, target, ignore_index, eps
             )
@@ -164,6 +170,32 @@ class CrossEntropy(Function):
             return total * get_array_module(losses).nan
         return total / self.count
 
+    def composite(self, z, target):
+        log_p = z - logsumexp(z, 1, keepdim=True)
+        m, c = z.shape
+        eps = self.eps
+        ids = target._array
+        if ids.dtype.kind == "f":  # class probabilities
+            q = target * (1 - eps) + eps / c if eps else target
+            losses = -(q * log_p).sum(1)
+            count = m
+        else:
+            xp = get_array_module(ids)
+            keep = ids != self.ignore_index
+            picked = log_p[xp.arange(m), xp.where(keep, ids, 0)]
+            losses = -(1 - eps) * picked
+            if eps:
+                losses = losses - eps * log_p.mean(1)
+            losses = losses * Tensor._wrap(keep.astype(z._array.dtype), False, None)
+            count = int(keep.sum())
+        if self.reduction == "none":
+            return losses
+        total = losses.sum()
+        if self.reduction == "sum":
+            return total
+        # NOTE: every target ignored: the loss is nan, its gradient 0 (as backward gives)
+        return total / count if count else total + float("nan")
+
     def backward(self, g):
         xp = get_array_module(g)
         if self.fused:
@@ -207,7 +239,7 @@ class LayerNorm(Function):
     def forward(self, x, weight=None, bias=None, n=1, eps=1e-5):
         # (also what graph labels show)
         self.axes = axes = (x.ndim - 1,) if n == 1 else tuple(range(x.ndim - n, x.ndim))
-        self.weight = weight
+        self.weight, self.eps = weight, eps
         self.fused = kernels_for_array("norms", x, weight, bias) if n == 1 and x.size else None
         if self.fused:  # keeps x and each row's mean and 1/σ; backward recomputes x̂
             y, self.stats = self.fused.layer_norm_forward(x, weight, bias, eps)
@@ -230,6 +262,13 @@ class LayerNorm(Function):
         if bias is not None:
             y = y + bias
         return y
+
+    def composite(self, x, weight=None, bias=None):
+        centered = x - x.mean(self.axes, keepdim=True)
+        y = centered * ((centered * centered).mean(self.axes, keepdim=True) + self.eps).rsqrt()
+        if weight is not None:
+            y = y * weight
+        return y if bias is None else y + bias
 
     def backward(self, g):
         needs = self.needs_input_grad
@@ -265,7 +304,7 @@ class RMSNorm(Function):
     def forward(self, x, weight=None, n=1, eps=1e-6):
         xp = get_array_module(x)
         axes = tuple(range(x.ndim - n, x.ndim))
-        self.axes, self.weight = axes, weight
+        self.axes, self.weight, self.eps = axes, weight, eps
         self.fused = kernels_for_array("norms", x, weight) if n == 1 and x.size else None
         if self.fused:  # keeps x and each row's 1/rms; backward recomputes x̂
             y, self.r = self.fused.rms_norm_forward(x, weight, eps)
@@ -274,6 +313,10 @@ class RMSNorm(Function):
         self.r = 1 / xp.sqrt((x * x).mean(axis=axes, keepdims=True) + eps)
         self.xhat = x * self.r
         return self.xhat * weight if weight is not None else self.xhat
+
+    def composite(self, x, weight=None):
+        y = x * ((x * x).mean(self.axes, keepdim=True) + self.eps).rsqrt()
+        return y if weight is None else y * weight
 
     def backward(self, g):
         needs = self.needs_input_grad
@@ -298,6 +341,8 @@ class Embedding(Function):
     The `padding_idx` row gets no gradient. The integer ids are an input (without gradient)
     rather than an option, so that the graph holds them: a drawn graph shows the token ids.
     """
+
+    linear = True  # create_graph: its VJP's VJP is the op itself (higher_order.py)
 
     def forward(self, weight, ids, padding_idx=None):
         self.ids, self.shape, self.padding_idx = ids, weight.shape, padding_idx
@@ -326,6 +371,8 @@ class Embedding(Function):
 
 class Dropout(Function):
     """z = x·m/(1-p) with m ~ Bernoulli(1-p) drawn once per call;  dL/dx = g·m/(1-p)."""
+
+    linear = True  # create_graph: its VJP's VJP is the op itself (higher_order.py)
 
     def forward(self, x, keep=None):
         self.keep = keep

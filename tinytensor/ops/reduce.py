@@ -32,6 +32,7 @@ def _restore_dims(g, axes, keepdim):
 class Sum(Function):
     """z = Σ x over `axes`;  dL/dx = g broadcast back over those axes."""
 
+    linear = True  # create_graph: its VJP's VJP is the op itself (higher_order.py)
     saves_arrays = False  # shapes and axes
 
     def forward(self, x, axes=(), keepdim=False):
@@ -46,6 +47,7 @@ class Sum(Function):
 class Mean(Function):
     """z = mean of x over `axes` (n elements each);  dL/dx = g / n broadcast back."""
 
+    linear = True  # create_graph: its VJP's VJP is the op itself (higher_order.py)
     saves_arrays = False  # shapes, axes and the count
 
     def forward(self, x, axes=(), keepdim=False):
@@ -78,6 +80,11 @@ class Var(Function):
         squares = (self.centered * self.centered).sum(axis=axes, keepdims=keepdim)
         return squares / self.denominator if self.denominator else squares * float("nan")
 
+    def composite(self, x):
+        centered = x - mean(x, self.axes, keepdim=True)
+        squares = sum(centered * centered, self.axes, keepdim=self.keepdim)
+        return squares / self.denominator if self.denominator else squares * float("nan")
+
     def backward(self, g):
         g = _restore_dims(g, self.axes, self.keepdim)
         # n ≤ correction: the variance is nan, and so is its gradient (as PyTorch)
@@ -97,6 +104,11 @@ class Std(Var):
         self.keepdim = keepdim
         return self.z if keepdim else xp.squeeze(self.z, axis=axes)
 
+    def composite(self, x):
+        var = Var.composite(self, x)
+        positive = var > 0  # NOTE: constant rows: z = 0 with gradient 0, as backward gives
+        return var.where(positive, 1.0).sqrt().where(positive, 0.0)
+
     def backward(self, g):
         xp = get_array_module(g)
         g = _restore_dims(g, self.axes, self.keepdim)
@@ -110,6 +122,7 @@ class _Extreme(Function):
     that attain it.  NOTE: ties split the gradient evenly between them."""
 
     reducer = None  # "max" or "min"
+    constants = ("share",)  # piecewise constant in x: its derivative is 0 (create_graph)
 
     def forward(self, x, axes=(), keepdim=False):
         xp = get_array_module(x)
@@ -149,6 +162,15 @@ class LogSumExp(Function):
         z = xp.log(xp.exp(x - m).sum(axis=axes, keepdims=True)) + m
         self.z = z
         return z if keepdim else xp.squeeze(z, axis=axes)
+
+    def composite(self, x):
+        xp = get_array_module(x._array)
+        m = x._array.max(axis=self.axes, keepdims=True)
+        shift = Tensor._wrap(xp.where(xp.isfinite(m), m, 0), False, None)  # no gradient: Σ = 0
+        z = sum((x - shift).exp(), self.axes, keepdim=True).log() + shift
+        if self.keepdim:
+            return z
+        return z.reshape(tuple(n for i, n in enumerate(x.shape) if i not in self.axes))
 
     def backward(self, g):
         xp = get_array_module(g)

@@ -37,6 +37,8 @@ def _add_at(target, where, values):
 class Scatter(Function):
     """z = x with z[..index..] = src;  dL/dx = g zeroed where written,  dL/dsrc = g[..index..]."""
 
+    linear = True  # create_graph: its VJP's VJP is the op itself (higher_order.py)
+
     def forward(self, x, src, index=None, dim=0):
         self.out_at, self.src_at = _positions(index, dim)
         self.src_shape = src.shape
@@ -58,6 +60,8 @@ class Scatter(Function):
 class ScatterAdd(Function):
     """z = x, then z[..index..] += src (duplicates add up);  dL/dx = g,  dL/dsrc = g[..index..]."""
 
+    linear = True  # create_graph: its VJP's VJP is the op itself (higher_order.py)
+
     def forward(self, x, src, index=None, dim=0):
         self.out_at, self.src_at = _positions(index, dim)
         self.src_shape = src.shape
@@ -76,6 +80,8 @@ class ScatterAdd(Function):
 class IndexAdd(Function):
     """z = x, then z[index[i]] += alpha·src[i] along dim;  dL/dx = g,  dL/dsrc = alpha·g[index]."""
 
+    linear = True  # create_graph: its VJP's VJP is the op itself (higher_order.py)
+
     def forward(self, x, src, index=None, dim=0, alpha=1):
         self.where = (slice(None),) * dim + (index,)
         self.alpha = alpha
@@ -93,6 +99,9 @@ class IndexAdd(Function):
 
 class IndexFill(Function):
     """z = x with the slices `index` along dim set to value;  dL/dx = g zeroed there."""
+
+    linear = True  # create_graph: its VJP's VJP is the op itself (higher_order.py)
+    linear_part = {"value": 0.0}  # affine: the replay fills zeros (the constant has no gradient)
 
     def forward(self, x, index=None, dim=0, value=0.0):
         self.where = (slice(None),) * dim + (index,)

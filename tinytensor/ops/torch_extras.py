@@ -51,9 +51,19 @@ class Softplus(Function):
 
     def forward(self, x, beta=1.0, threshold=20.0):
         xp = get_array_module(x)
-        self.bz, self.threshold = x * beta, threshold
+        self.bz, self.beta, self.threshold = x * beta, beta, threshold
         smooth = (xp.maximum(self.bz, 0) + xp.log1p(xp.exp(-xp.abs(self.bz)))) / beta
         return xp.where(self.bz > threshold, x, smooth).astype(x.dtype, copy=False)
+
+    def composite(self, x):
+        # log(1 + eᵗ) as two branches, each fed only the t it is exact for (so neither an
+        # overflow nor a 0·∞ reaches the gradient): t + log(1 + e⁻ᵗ) for t > 0, else log(1 + eᵗ)
+        t = x * self.beta
+        positive = t > 0
+        above = ew.where(positive, t, 0.0)
+        below = ew.where(positive, 0.0, t)
+        smooth = ew.where(positive, above + log1p(ew.exp(-above)), log1p(ew.exp(below)))
+        return ew.where(t > self.threshold, x, smooth / self.beta)
 
     def backward(self, g):
         slope = ew.stable_sigmoid(self.bz)
@@ -125,6 +135,8 @@ class Erf(Function):
 
 class CumSum(Function):
     """z_i = Σ_{j ≤ i} x_j along `axis`;  dL/dx_j = Σ_{i ≥ j} g_i (a reversed cumsum)."""
+
+    linear = True  # create_graph: its VJP's VJP is the op itself (higher_order.py)
 
     def forward(self, x, axis=0):
         self.axis = axis

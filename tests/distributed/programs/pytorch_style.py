@@ -84,3 +84,8 @@ if rank == 0:
         json.dump({"indices": everyone, "losses": losses, "state": state}, f)
 dist.destroy_process_group()
 print(f"rank {rank}: ok", flush=True)
+# NOTE: torch 2.13's teardown at interpreter exit sometimes aborts after a gloo job finished
+# ("terminate called without an active exception", SIGABRT: seen once in a full suite run on 2
+# cores, with both ranks done and the results written); what is tested ends here
+sys.stdout.flush()
+os._exit(0)
