@@ -12,7 +12,13 @@
 import importlib
 
 # (tensor_xp: NumPy's names on Tensors, what a backward runs on under create_graph)
-from . import accelerator, backends, cuda, dtypes, tensor_xp  # noqa: F401
+from . import (  # noqa: F401
+    accelerator,
+    backends,
+    cuda,
+    dtypes,
+    tensor_xp,
+)
 from .allocator import keep_freed_memory
 from .amp import autocast
 from .backend import Device as device
@@ -215,11 +221,24 @@ from .tensor_types import LEGACY_TYPES as _LEGACY_TYPES
 
 globals().update(_LEGACY_TYPES)  # tt.FloatTensor, tt.LongTensor, tt.BoolTensor, ...
 
+from . import autograd  # noqa: E402,F401 - loads the engine, which is Tensor.backward
+
 __version__ = "0.1.0"
 
 keep_freed_memory()  # freed op results are reused, not page-faulted in again: allocator.py
 
-_LAZY = {"nn", "optim", "models", "viz", "serialization", "linalg", "autograd", "utils", "amp"}
+_LAZY = {
+    "nn",
+    "optim",
+    "models",
+    "viz",
+    "serialization",
+    "linalg",
+    "autograd",
+    "utils",
+    "amp",
+    "func",
+}
 _LAZY.add("distributed")  # tt.distributed: its MPI/NCCL libraries load only at init
 
 

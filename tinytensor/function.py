@@ -6,6 +6,10 @@ backend arrays. `Op.apply(*tensors, **params)` runs forward and, when a gradient
 the node so that `Tensor.backward` can find it. An op of one tensor may be given its options by
 position instead, in forward's order: `Op.apply_unary(x, *options)` (the hot path of reshape,
 transpose, softmax, sum, ..., where keywords cost a fifth of the op).
+
+The same `backward` serves create_graph=True (higher-order gradients): written against
+`xp = get_array_module(g)` and operators, it runs on Tensors there and records its own graph;
+linear ops say `linear = True`, fused ones give a `composite` (docs/higher_order.md).
 """
 
 from __future__ import annotations
@@ -125,7 +129,7 @@ class Function:
                 parents.append(t._ctx)
             ctx.needs_input_grad = tuple(needs)
             if cls.linear:
-                ctx.replay = ((), params)
+                ctx.replay = params  # forward's options (a dict; apply_unary's: a tuple)
         else:
             ctx.needs_input_grad = ()
         try:
@@ -166,7 +170,7 @@ class Function:
         records = x.requires_grad and _grad_enabled and cls.differentiable
         ctx.needs_input_grad = (True,) if records else ()
         if records and cls.linear:
-            ctx.replay = (options, None)
+            ctx.replay = options
         k = len(options)
         try:
             if k == 1:

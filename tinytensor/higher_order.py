@@ -109,7 +109,8 @@ class LinearVJP(Function):
 
     def forward(self, g, node=None, slot=0):
         self.op, self.slot = node.__class__, slot
-        args, kwargs = node.replay
+        replay = node.replay  # forward's options: apply's dict or apply_unary's tuple
+        args, kwargs = (replay, {}) if replay.__class__ is tuple else ((), replay)
         if node.linear_part:
             kwargs = {**kwargs, **node.linear_part}
         self.replay = (args, kwargs)
@@ -177,7 +178,7 @@ class LinearVJP(Function):
 def _engine():
     global _autograd
     if _autograd is None:
-        from . import autograd as _autograd
+        from .autograd import engine as _autograd
     return _autograd
 
 

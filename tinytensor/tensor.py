@@ -275,17 +275,7 @@ class Tensor:
     # ---- autograd ---------------------------------------------------------------------------
 
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None) -> None:
-        """Computes the gradient of this tensor with respect to every leaf that requires grad.
-
-        Args:
-            gradient: dL/dself; may be omitted only for a single-element tensor (then 1).
-            retain_graph: keep the graph so backward can run through it again; by default the
-                graph is freed as it is walked, so that intermediate arrays are released
-                (kept by default with create_graph).
-            create_graph: record the backward itself, so that each `.grad` is a Tensor on a
-                graph and can be differentiated again (double backward).
-            inputs: accumulate into the `.grad` of these tensors only.
-        """
+        """autograd.engine.backward, which replaces this method when it loads (see there)."""
         global _autograd
         if _autograd is None:  # autograd imports this module, so it is bound on first use
             from . import autograd as _autograd

@@ -218,3 +218,90 @@ def test_a_double_backward_graph_can_be_drawn():
     (gx,) = tt.autograd.grad(tt.nn.functional.gelu(x).sum(), x, create_graph=True)
     dot = tt.draw_graph(gx.sum()).source
     assert "Erf" in dot  # the composite the double backward differentiates
+
+
+def test_embedding_padding_row_has_no_second_derivative_either(torch):
+    """padding_idx: the row gets no gradient, and so no Hessian-vector product (the VJP's own
+    VJP must not send the padding row's cotangent back through the ids)."""
+    ids_np = np.array([[0, 2, 1], [2, 2, 3]])
+    w_np = np.random.default_rng(3).standard_normal((4, 3))
+    u_np = np.random.default_rng(4).standard_normal((4, 3))
+    out = []
+    for lib in (tt, torch):
+        w = lib.tensor(w_np, requires_grad=True)
+        e = lib.nn.functional.embedding(lib.tensor(ids_np), w, padding_idx=2)
+        (g,) = lib.autograd.grad((e**3).sum(), w, create_graph=True)
+        (hu,) = lib.autograd.grad((g * lib.tensor(u_np)).sum(), w)
+        out.append((g.detach().numpy(), hu.numpy()))
+    for a, b in zip(*out):
+        np.testing.assert_allclose(a, b, rtol=1e-12)
+    assert not out[0][1][2].any()
+
+
+# ---- bad input, as torch: an error that says which and how to fix it ------------------------
+
+
+def test_grad_of_a_non_scalar_asks_for_grad_outputs():
+    x = tt.ones(3, requires_grad=True)
+    with pytest.raises(RuntimeError, match=r"autograd.grad \(output 0\).*pass grad_outputs\[0\]"):
+        tt.autograd.grad(x * 2, x)
+
+
+def test_grad_through_a_freed_graph_says_retain_graph():
+    x = tt.ones(3, requires_grad=True)
+    y = (x * x).sum()
+    tt.autograd.grad(y, x)
+    with pytest.raises(RuntimeError, match="already freed.*retain_graph=True"):
+        tt.autograd.grad(y, x)
+
+
+def test_create_graph_keeps_the_graph_by_default():
+    x = tt.ones(3, requires_grad=True)
+    y = (x * x).sum()
+    tt.autograd.grad(y, x, create_graph=True)
+    (g,) = tt.autograd.grad(y, x)  # torch's default retain_graph=create_graph
+    assert g.tolist() == [2.0, 2.0, 2.0]
+
+
+def test_outputs_made_under_no_grad_are_named():
+    x = tt.ones(3, requires_grad=True)
+    with tt.no_grad():
+        y = (x * 2).sum()
+    with pytest.raises(RuntimeError, match="output 0 does not require grad.*no_grad"):
+        tt.autograd.grad(y, x, create_graph=True)
+
+
+def test_create_graph_inside_no_grad_still_records_as_torch():
+    x = tt.tensor([1.0, 2.0], requires_grad=True)
+    y = (x**3).sum()
+    with tt.no_grad():
+        (g,) = tt.autograd.grad(y, x, create_graph=True)
+    assert g.requires_grad and g.tolist() == [3.0, 12.0]
+
+
+def test_in_place_change_under_a_double_backward_graph_is_caught():
+    x = tt.tensor([1.0, 2.0], requires_grad=True)
+    h = x * 1.0
+    (g,) = tt.autograd.grad((h**3).sum(), x, create_graph=True)
+    with tt.no_grad():
+        h.mul_(2.0)  # g's graph saved h (3h² depends on it)
+    with pytest.raises(RuntimeError, match="modified in place"):
+        g.sum().backward()
+
+
+def test_retain_grad_on_a_gradient():
+    x = tt.tensor([1.0, 2.0], dtype=tt.float64, requires_grad=True)
+    (g,) = tt.autograd.grad((x**3).sum(), x, create_graph=True)
+    g.retain_grad()
+    (g * g).sum().backward()
+    np.testing.assert_allclose(g.grad.numpy(), 2 * g.detach().numpy())
+    np.testing.assert_allclose(x.grad.numpy(), 2 * g.detach().numpy() * 6 * x.detach().numpy())
+
+
+def test_a_double_backward_graph_can_be_explored(tmp_path):
+    x = tt.tensor([1.0, 2.0], requires_grad=True)
+    (gx,) = tt.autograd.grad(tt.nn.functional.gelu(x).sum(), x, create_graph=True)
+    path = tmp_path / "graph.html"
+    tt.explore(gx.sum(), path=str(path))
+    html = path.read_text()
+    assert "Erf" in html and "StandIn" in html

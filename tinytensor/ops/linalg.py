@@ -53,6 +53,11 @@ class MatMul(Function):
                 pool = _pooled_transposed(rows, g2)
                 gy = pool.transposed_product(rows, g2)[0] if pool else rows.T @ g2
             return gx, gy
+        if y.ndim == 2 and x.ndim > 2:  # (..., k) @ (k, n): one 2-D product each way, no batch
+            g2 = g.reshape(-1, g.shape[-1])
+            gx = (g2 @ _swap(y)).reshape(x.shape) if needs[0] else None
+            gy = _swap(x.reshape(-1, x.shape[-1])) @ g2 if needs[1] else None
+            return gx, gy
         x2 = x if x.ndim > 1 else x[None, :]
         y2 = y if y.ndim > 1 else y[:, None]
         if y.ndim == 1:
@@ -123,16 +128,18 @@ class Linear(Function):
                 z += bias
         return z if x.ndim == 2 else z.reshape(x.shape[:-1] + w_t.shape[1:])
 
-    def composite(self, x, weight, bias=None):
-        y = x @ weight.transpose(0, 1)
-        return y if bias is None else y + bias
-
     def backward(self, g):
         needs = self.needs_input_grad
         x = self.x
         g2 = g.reshape(-1, g.shape[-1])
         x2 = x.reshape(-1, x.shape[-1])
         want_gb = len(needs) > 2 and needs[2]
+        if g.__class__ is Tensor:  # create_graph: the same products, recorded (no pool)
+            return (
+                (g2 @ self.weight).reshape(x.shape) if needs[0] else None,
+                g2.transpose(0, 1) @ x2 if needs[1] else None,
+                g2.sum(0) if want_gb else None,
+            )
         gx = gw = gb = None
         if needs[0]:
             pool = _pooled(g2, self.weight)

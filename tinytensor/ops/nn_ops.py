@@ -342,11 +342,17 @@ class Embedding(Function):
     rather than an option, so that the graph holds them: a drawn graph shows the token ids.
     """
 
-    linear = True  # create_graph: its VJP's VJP is the op itself (higher_order.py)
-
     def forward(self, weight, ids, padding_idx=None):
         self.ids, self.shape, self.padding_idx = ids, weight.shape, padding_idx
         return weight[ids]
+
+    def composite(self, weight, ids):
+        if self.padding_idx is not None:  # the padding row's value, without its gradient
+            xp = get_array_module(ids._array)
+            padding = xp.zeros((self.shape[0], 1), dtype=bool)
+            padding[self.padding_idx] = True
+            weight = weight.detach().where(Tensor._wrap(padding, False, None), weight)
+        return weight[ids._array]
 
     def backward(self, g):
         fused = kernels_for("embedding", g)

@@ -15,11 +15,11 @@ only (nodes that lead to none of them are skipped) and returns their gradients, 
 
 from __future__ import annotations
 
-from . import function, higher_order
-from .backend import get_array_module
-from .inplace import check_saved_versions
-from .kernels.cpu.dispatch import PARALLEL_MIN_ELEMENTS, pooled_add
-from .tensor import Tensor
+from .. import function, higher_order
+from ..backend import get_array_module
+from ..inplace import check_saved_versions
+from ..kernels.cpu.dispatch import PARALLEL_MIN_ELEMENTS, pooled_add
+from ..tensor import Tensor
 
 _wrap = Tensor._wrap
 _trace = None  # the list of a running backward_trace(), else None
@@ -118,30 +118,33 @@ def _edges_to_targets(order, target_leaves, target_nodes, stop):
     return masks
 
 
-def _seed(root, gradient, create_graph):
+def _seed(root, gradient, create_graph, where="backward", argument="backward(gradient=...)"):
+    """dL/droot: an array, or under create_graph a Tensor (which may itself require grad)."""
     data = root._array
-    xp = get_array_module(data)
     if gradient is None:
         if data.size != 1:
             raise RuntimeError(
-                f"backward: a gradient can be implied only for a single-element output, this "
-                f"one has shape {root.shape}; pass backward(gradient=...) of that shape"
+                f"{where}: a gradient can be implied only for a single-element output, this "
+                f"one has shape {root.shape}; pass {argument} of that shape"
             )
         # NOTE: array(1).reshape is ~3x cheaper than ones_like, and this runs every step
-        g = xp.array(1, dtype=data.dtype).reshape(data.shape)
+        g = get_array_module(data).array(1, dtype=data.dtype).reshape(data.shape)
         return _wrap(g, False, None) if create_graph else g
-    if isinstance(gradient, Tensor):
-        g = gradient if create_graph else gradient._array
+    if gradient.__class__ is Tensor:
+        g = gradient._array
+    elif isinstance(gradient, Tensor):
+        g = gradient._array
     else:
-        g = xp.asarray(gradient)
-        g = _wrap(g, False, None) if create_graph else g
+        g = get_array_module(data).asarray(gradient)
     if g.shape != data.shape:
         raise ValueError(
-            f"backward: gradient has shape {tuple(g.shape)} but the output has shape {root.shape}"
+            f"{where}: the gradient has shape {tuple(g.shape)} but the output has shape "
+            f"{root.shape}"
         )
-    if create_graph:
-        return g if g._array.dtype == data.dtype else g.to(root.dtype)
-    return g.astype(data.dtype, copy=False)
+    if not create_graph:
+        return g.astype(data.dtype, copy=False)
+    seed = gradient if isinstance(gradient, Tensor) else _wrap(g, False, None)
+    return seed if g.dtype == data.dtype else seed.to(root.dtype)
 
 
 def _run_grad_hooks(t, g):
@@ -160,7 +163,8 @@ def _add_to_grad(t, g):
         # (a clone: the same gradient may reach several tensors, and one .grad must not alias
         # another)
         t._grad = g.clone() if grad is None else grad + g
-    elif grad is None:
+        return
+    if grad is None:
         # A copy: the same array may be handed to several leaves (x + y gives both g), and a
         # later in-place update of one .grad must not change another.
         t._grad = _wrap(g.copy(), False, None)
@@ -195,6 +199,16 @@ class backward_trace:
         _trace = self._previous
 
 
+def _accumulate_leaf(t, g):
+    """g into the leaf's .grad: its hooks first, then the post-accumulate hooks."""
+    if t._hooks:
+        g = _run_grad_hooks(t, g)
+    _add_to_grad(t, g)
+    if t._hooks:
+        for hook in t._hooks["post_accumulate"]:
+            hook(t)
+
+
 def _as_array(g):
     return g._array if g.__class__ is Tensor else g
 
@@ -223,15 +237,12 @@ class _Walk:
 
     def leaf(self, t, g):
         """A leaf's total gradient `g` (hooked leaves: after the last edge into it)."""
+        if not self.capture:
+            _accumulate_leaf(t, g)
+            return
         if t._hooks:
             g = _run_grad_hooks(t, g)
-        if self.capture:
-            self.keep(t, g)
-            return
-        _add_to_grad(t, g)
-        if t._hooks:
-            for hook in t._hooks["post_accumulate"]:
-                hook(t)
+        self.keep(t, g)
 
     def keep(self, t, g):
         key = id(t)
@@ -248,22 +259,26 @@ class _Walk:
             self.leaf(x, entry[2])
 
 
+_deliver_to_leaves = _Walk().deliver  # backward()'s: a hooked leaf's sum into its .grad
+
+
 def walk(roots, seeds, retain_graph=False, create_graph=False, into=None, stop=()):
     """The backward walk from `roots` with dL/droot = `seeds` (see the module docstring).
 
     into: a `_Walk` saying where gradients go (None: every leaf's `.grad`). stop: ids of nodes
     not to walk behind.
     """
-    into = into or _Walk()
     order, watched, hooked = _topological_order(roots, stop)
-    targets = into.targets
-    masks = None
-    if targets is not None:
+    targets = masks = None
+    if into is not None and into.targets is not None:
+        targets = into.targets
         masks = _edges_to_targets(order, targets, into.target_nodes, stop)
     grads = {}
     for root, g in zip(roots, seeds):
         if root._ctx is None:
-            if targets is None or id(root) in targets:
+            if targets is None:
+                _accumulate_leaf(root, g)
+            elif id(root) in targets:
                 into.leaf(root, g)
             continue
         key = id(root._ctx)
@@ -276,49 +291,56 @@ def walk(roots, seeds, retain_graph=False, create_graph=False, into=None, stop=(
 
 
 def _walk_nodes(order, grads, watched, hooked, masks, into, retain_graph, create_graph):
-    # NOTE: the hot path of every training step: locals over attribute lookups throughout.
+    """Visits `order` backwards (see walk); into None: every leaf accumulates (backward)."""
+    # NOTE: the hot path of every training step: locals over attribute lookups throughout,
+    # and the pruning and capture of autograd.grad only where there are targets (masks)
     pop_grad = grads.pop
     trace = _trace
-    targets, target_nodes, capture = into.targets, into.target_nodes, into.capture
-    graph_vjp = higher_order.vjp
+    plain = masks is None and not create_graph  # first order, every edge: backward()
+    if into is None:
+        targets = None
+        leaf, deliver = _accumulate_leaf, _deliver_to_leaves
+    else:
+        targets, target_nodes, capture = into.targets, into.target_nodes, into.capture
+        leaf, deliver = into.leaf, into.deliver
     for ctx in reversed(order):
         key = id(ctx)
         g = pop_grad(key, None)
         needs = ctx.needs_input_grad
         if masks is not None and g is not None:
             needs = masks.get(key)
-            if needs is None and key not in target_nodes:
+            if key in target_nodes:
+                t = target_nodes[key]
+                if key in watched and watched[key]._hooks:  # the target's hooks, then keep
+                    g = _run_grad_hooks(t, g)
+                if capture:
+                    into.keep(t, g)
+                else:
+                    _add_to_grad(t, g)
+                if needs is None:  # a target whose own inputs lead to no other target
+                    g = None
+            elif needs is None:
                 g = None  # leads to no target
         if g is None:  # no path from root carries a gradient through this node
             if hooked:
                 for x, parent in zip(ctx.inputs, ctx.parents):
                     if parent is None and id(x) in hooked:
-                        into.deliver(hooked, x, None)
+                        deliver(hooked, x, None)
             if not retain_graph:
                 ctx.release()
             continue
-        if key in watched:
+        if key in watched and (masks is None or key not in target_nodes):
             t = watched[key]
             if t._hooks:
                 g = _run_grad_hooks(t, g)
-            if t._retains_grad and not capture and (targets is None or id(t) in targets):
+            if t._retains_grad and targets is None:
                 _add_to_grad(t, g)
-        if key in target_nodes:
-            t = target_nodes[key]
-            if capture:
-                into.keep(t, g)
-            elif not (key in watched and t._retains_grad):  # (retain_grad added it already)
-                _add_to_grad(t, g)
-            if needs is None:  # a target whose own inputs lead to no other target
-                if not retain_graph:
-                    ctx.release()
-                continue
         if ctx.saved_at is not None or ctx.saved_versions:
             check_saved_versions(ctx)
-        if create_graph:
-            input_grads = graph_vjp(ctx, g, needs)
-        elif needs is ctx.needs_input_grad:
+        if plain:
             input_grads = ctx.backward(g)
+        elif create_graph:
+            input_grads = higher_order.vjp(ctx, g, needs)
         else:  # pruned to the edges that lead to a target
             full, ctx.needs_input_grad = ctx.needs_input_grad, needs
             try:
@@ -331,21 +353,18 @@ def _walk_nodes(order, grads, watched, hooked, masks, into, retain_graph, create
         for i, (x, parent, gx) in enumerate(zip(ctx.inputs, ctx.parents, input_grads)):
             if gx is None or not needs[i]:
                 if hooked and parent is None and id(x) in hooked:
-                    into.deliver(hooked, x, None)
+                    deliver(hooked, x, None)
                 continue
-            if create_graph:
-                gx = _fit(gx, x, ctx, i, True)
-            else:
-                data = x._array
-                if gx.shape != data.shape or gx.dtype != data.dtype:
-                    gx = _fit(gx, x, ctx, i, False)
+            data = x._array
+            if gx.shape != data.shape or gx.dtype != data.dtype or create_graph:
+                gx = _fit(gx, x, ctx, i, create_graph)
             if sent is not None:
                 sent[i] = _as_array(gx)
             if parent is None:
                 if hooked and id(x) in hooked:
-                    into.deliver(hooked, x, gx)
+                    deliver(hooked, x, gx)
                 elif targets is None or id(x) in targets:
-                    into.leaf(x, gx)
+                    leaf(x, gx)
             else:
                 pkey = id(parent)
                 if pkey in grads:  # a second path to the same tensor: the gradients add up
@@ -380,7 +399,18 @@ def _fit(gx, x, ctx, i, create_graph):
 
 
 def backward(root, gradient=None, retain_graph=None, create_graph=False, inputs=None):
-    """Tensor.backward: dL/d(leaves) into their `.grad` (see Tensor.backward)."""
+    """Tensor.backward: the gradient of `root` with respect to every leaf that requires grad,
+    accumulated into their `.grad`.
+
+    Args:
+        gradient: dL/droot; may be omitted only for a single-element tensor (then 1).
+        retain_graph: keep the graph so backward can run through it again; by default the
+            graph is freed as it is walked, so that intermediate arrays are released (kept by
+            default with create_graph).
+        create_graph: record the backward itself, so that each `.grad` is a Tensor on a graph
+            and can be differentiated again (double backward).
+        inputs: accumulate into the `.grad` of these tensors only.
+    """
     if not root.requires_grad:
         raise RuntimeError(
             "backward: this tensor does not require grad and has no graph; did you forget "
@@ -388,13 +418,21 @@ def backward(root, gradient=None, retain_graph=None, create_graph=False, inputs=
         )
     if retain_graph is None:
         retain_graph = create_graph
+    g = _seed(root, gradient, create_graph)
+    if inputs is None and not create_graph:  # every training step: the walk without its options
+        if root._ctx is None:
+            _accumulate_leaf(root, g)
+            return
+        order, watched, hooked = _topological_order((root,))
+        _walk_nodes(order, {id(root._ctx): g}, watched, hooked, None, None, retain_graph, False)
+        return
     into = None
     if inputs is not None:
         inputs = _tensor_list(inputs, "backward", "inputs")
         if not inputs:
             raise RuntimeError("backward: inputs= was given but is empty")
         into = _Walk(inputs)
-    walk([root], [_seed(root, gradient, create_graph)], retain_graph, create_graph, into)
+    walk([root], [g], retain_graph, create_graph, into)
 
 
 def _tensor_list(values, fn, argument):
@@ -459,7 +497,10 @@ def grad(
             raise RuntimeError(f"autograd.grad: input {i} does not require grad")
     if retain_graph is None:
         retain_graph = create_graph
-    seeds = [_seed(out, g, create_graph) for out, g in zip(outputs, grad_outputs)]
+    seeds = [
+        _seed(out, g, create_graph, f"autograd.grad (output {i})", f"grad_outputs[{i}]")
+        for i, (out, g) in enumerate(zip(outputs, grad_outputs))
+    ]
     into = _Walk(inputs, capture=True)
     walk(outputs, seeds, retain_graph, create_graph, into)
     result = []
@@ -479,4 +520,6 @@ def grad(
     return tuple(result)
 
 
-from .gradcheck import gradcheck, gradgradcheck  # noqa: E402,F401 - torch.autograd's names
+# NOTE: Tensor.backward is this function itself (tensor.py cannot import the engine, which
+# imports it): a method that called on into it cost a call, ~0.1 µs of every small backward
+Tensor.backward = backward
