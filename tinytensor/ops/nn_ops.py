@@ -53,15 +53,13 @@ class Softmax(Function):
         self.p = fused.softmax_forward(x) if fused else _softmax(x, axis)
         return self.p
 
-    def composite(self, x):
-        return (x - logsumexp(x, self.axis, keepdim=True)).exp()
-
     def backward(self, g):
         p = self.p
         fused = kernels_for("softmax", p, g) if self.axis == p.ndim - 1 else None
         if fused:
             return fused.softmax_backward(p, np.ascontiguousarray(g))
-        return p * (g - (g * p).sum(axis=self.axis, keepdims=True))
+        xp = get_array_module(g)  # (Tensors under create_graph: p is then the output)
+        return p * (g - xp.sum(g * p, axis=self.axis, keepdims=True))
 
 
 class LogSoftmax(Function):
@@ -73,15 +71,12 @@ class LogSoftmax(Function):
         self.z = fused.log_softmax_forward(x) if fused else _log_softmax(x, axis)
         return self.z
 
-    def composite(self, x):
-        return x - logsumexp(x, self.axis, keepdim=True)
-
     def backward(self, g):
         fused = kernels_for("softmax", self.z, g) if self.axis == g.ndim - 1 else None
         if fused:
             return fused.log_softmax_backward(self.z, g)
-        xp = get_array_module(g)
-        return g - xp.exp(self.z) * g.sum(axis=self.axis, keepdims=True)
+        xp = get_array_module(g)  # (Tensors under create_graph: z is then the output)
+        return g - xp.exp(self.z) * xp.sum(g, axis=self.axis, keepdims=True)
 
 
 def _check_class_ids(ids, ignore_index, c):
