@@ -162,10 +162,6 @@ def einsum(subscripts, *operands):
 # ---- constants ------------------------------------------------------------------------------
 
 
-def zeros(shape, dtype=float):
-    return _wrap(np.zeros(shape, dtype), False, None)
-
-
 def zeros_like(x):
     return _wrap(backend.get_array_module(x._array).zeros_like(x._array), False, None)
 

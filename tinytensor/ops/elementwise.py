@@ -426,8 +426,7 @@ class MaskedFill(Function):
         return xp.where(mask, xp.asarray(value, dtype=x.dtype), x)
 
     def backward(self, g):
-        xp = get_array_module(g)
-        return xp.where(self.mask, xp.zeros((), dtype=g.dtype), g)
+        return get_array_module(g).where(self.mask, 0, g)  # (a Python 0 keeps g's dtype)
 
 
 # ---- dtype and device ---------------------------------------------------------------------
