@@ -282,7 +282,7 @@ def test_missing_class_and_unloadable_file(tmp_path):
     assert result.status == "error" and "SyntaxError" in result.load_error
 
 
-@pytest.mark.parametrize("name", ["sigmoid", "layernorm"])
+@pytest.mark.parametrize("name", ["sigmoid", "layernorm", "second_order"])
 def test_the_report_never_prints_the_expected_gradient(name):
     """A wrong gradient's report shows at most the worst element's numerical value."""
     sol = solution(name)

@@ -169,6 +169,10 @@ ANSWERS = [  # the final VJPs, as the solutions write them: none may appear in t
     "Φ(x) + x·Φ'(x)",
     "∂L/∂W[v] = Σ",
     "∂L/∂y = g summed",
+    "-2y",  # 14: d(1 - y²)/dx
+    "−2y",
+    "g·(1 - y²)",  # 14: ∂L/∂gy
+    "(Σ g∘p)·gy",  # 14: softmax's term through s
 ]
 
 

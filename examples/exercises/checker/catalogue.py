@@ -6,6 +6,10 @@ drawn from a fixed seed, so a learner sees the same numbers on every run. Each e
 square shapes with non-square ones and, where the op broadcasts, broadcasting ones: a bug that
 confuses two dims of the same size passes the square cases and fails the others, and the checker
 says so.
+
+Exercise 14's ops are backwards (gx as a function of x and gy): their reference is the engine's
+first derivative recorded with create_graph=True, and central differences of their forward are
+differences of a first derivative, the second derivatives `tt.autograd.gradgradcheck` checks.
 """
 
 from __future__ import annotations
@@ -17,6 +21,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 import tinytensor as tt
+
+from .mistakes.second_order import no_keepdims_error_hint
 
 
 @dataclass
@@ -280,6 +286,40 @@ def _batch_norm_cases(rng):
     return cases
 
 
+def _tanh_backward_cases(rng):
+    tails = np.array([-20.0, -3.0, -0.8, 0.0, 0.8, 3.0, 20.0])  # saturated, steep and flat
+    return [
+        Case({"x": 1.5 * _normal(rng, 4, 4), "gy": _normal(rng, 4, 4)}),
+        Case({"x": 1.5 * _normal(rng, 3, 5), "gy": _normal(rng, 3, 5)}),
+        Case({"x": tails, "gy": _normal(rng, 7)}),
+        Case({"x": 1.5 * _normal(rng, 2, 3, 4), "gy": _normal(rng, 2, 3, 4)}),
+    ]
+
+
+def _softmax_backward_cases(rng):
+    return [
+        Case(
+            {"x": _normal(rng, *shape), "gy": _normal(rng, *shape)},
+            {"dim": dim},
+            {"n": shape[dim]},  # the size of the softmax's dim: a sum turned into a mean
+        )
+        for shape, dim in [((4, 4), -1), ((3, 5), -1), ((3, 5), 0), ((2, 3, 4), 1)]
+    ]
+
+
+def _first_derivative(op):
+    """The reference of a backward-as-an-op: gx = ∂(Σ op(x)·gy)/∂x from the engine, recorded
+    (create_graph=True) so that its own gradients with respect to x and gy follow."""
+
+    def gx(tensors, params):
+        x, gy = tensors
+        if not x.requires_grad:  # asked for the value alone: the same numbers, on a leaf
+            x = tt.tensor(x.numpy(), requires_grad=True)
+        return tt.autograd.grad(op(x, params), [x], [gy], create_graph=True)[0]
+
+    return gx
+
+
 def _attention_cases(rng):
     cases = []
     for batch, t, d, dv in [((1,), 3, 3, 3), ((2,), 4, 3, 5), ((1, 2), 5, 2, 3)]:
@@ -420,6 +460,26 @@ EXERCISES: tuple[Exercise, ...] = (
                 "tt.scaled_dot_product_attention(is_causal=True)",
                 lambda t, p: tt.scaled_dot_product_attention(*t, is_causal=True),
                 _attention_cases,
+            ),
+        ),
+    ),
+    Exercise(
+        14,
+        "second_order",
+        "second order: the VJP of a backward",
+        (
+            Part(
+                "TanhBackward",
+                "tt.autograd.grad(tt.tanh(x), x, gy, create_graph=True)",
+                _first_derivative(lambda x, p: tt.tanh(x)),
+                _tanh_backward_cases,
+            ),
+            Part(
+                "SoftmaxBackward",
+                "tt.autograd.grad(tt.softmax(x, dim), x, gy, create_graph=True)",
+                _first_derivative(lambda x, p: tt.softmax(x, p["dim"])),
+                _softmax_backward_cases,
+                error_hint=no_keepdims_error_hint,
             ),
         ),
     ),

@@ -210,6 +210,11 @@ def run_case(cls, part: Part, case: Case, rng, path: Path | None, check_values=T
             f"op has {n} input{'s' if n != 1 else ''} ({names}): return one per input, in the "
             "order forward takes them",
         )
+        left_out = [
+            key for name in list(case.arrays)[len(grads) :] for key in _left_out(part, name)
+        ]
+        if left_out:  # an input the exercise knows learners leave out
+            outcome.error.cause, outcome.error.hint = left_out[0]
         return outcome
     names = list(case.arrays)
     for i, (yours, t) in enumerate(zip(grads, tensors)):
@@ -237,6 +242,8 @@ def run_case(cls, part: Part, case: Case, rng, path: Path | None, check_values=T
     for i, finding in enumerate(outcome.findings):
         if not finding.ok and finding.kinds & {"values", "shape"}:
             finding.mistakes = _recognise(part.function, names[i], returned, case, r, right)
+        elif not finding.ok and "none" in finding.kinds:  # an input left out, knowingly?
+            finding.mistakes = _left_out(part, names[i])
     wrong = [i for i, f in enumerate(outcome.findings) if not f.ok and "values" in f.kinds]
     if wrong and part.extra_hint:
         for i in (i for i in wrong if not outcome.findings[i].mistakes):
@@ -263,6 +270,14 @@ def _recognise(*args):
     """mistakes.recognise, which must never turn a learner's odd gradient into a crash."""
     try:
         return mistakes.recognise(*args)
+    except Exception:
+        return []
+
+
+def _left_out(part, name):
+    """[(key, hint)] when the exercise knows why a learner gives input `name` no gradient."""
+    try:
+        return mistakes.recognise_none(part.function, name)
     except Exception:
         return []
 
@@ -502,7 +517,7 @@ def _summarize(part, outcomes) -> PartReport:
         for _, f in failures:
             verdict.kinds |= f.kinds
         verdict.mistakes = _most_consistent(
-            [f.mistakes for _, f in failures if f.kinds & {"values", "shape"}]
+            [f.mistakes for _, f in failures if f.kinds & {"values", "shape"} or f.mistakes]
         )
         verdict.kinds |= {"mistake"} if verdict.mistakes else set()
         verdict.kinds |= {f"mistake:{key}" for key, _ in verdict.mistakes}

@@ -5,7 +5,9 @@ Jacobian's diagonal alone, Σg for Σg·p, a sum over the wrong axis, a missing 
 N−1 for N, ...). Each `Mistake` computes, from the case's inputs, the gradient that mistake
 gives; when a learner's gradient equals it, the checker says which mistake it is, in words, and
 points at the step of the exercise's .md where the missing term comes from. Two more are tried
-on every exercise: the gradients returned in the wrong order, and g returned unchanged.
+on every exercise: the gradients returned in the wrong order, and g returned unchanged. Where
+an exercise knows why a learner leaves an input out (14: gy taken for a constant), a None
+returned for it is named too (`recognise_none`).
 
 The hints name the mistake and the term that is missing; they never print the right formula.
 """
@@ -22,6 +24,7 @@ from .embedding import EMBEDDING
 from .norms import BATCHNORM, LAYERNORM, RMSNORM
 from .products import BATCHED_MATMUL, MATMUL
 from .reductions import BROADCAST_ADD, MEAN, SUM
+from .second_order import NO_GY_PATH, SOFTMAX_BACKWARD, TANH_BACKWARD
 from .softmax import CROSS_ENTROPY, SOFTMAX
 from .terms import _term_mistake
 
@@ -41,6 +44,14 @@ BY_FUNCTION: dict[str, tuple[Mistake, ...]] = {
     "LayerNorm": LAYERNORM,
     "BatchNorm": BATCHNORM,
     "CausalAttention": ATTENTION,
+    "TanhBackward": TANH_BACKWARD,
+    "SoftmaxBackward": SOFTMAX_BACKWARD,
+}
+
+# A None returned for an input that needs a gradient, where an exercise knows why a learner
+# leaves that input out: {(function, input name): (key, hint)}.
+NONE_RETURNED: dict[tuple[str, str], tuple[str, str]] = {
+    (function, "gy"): named for function, named in NO_GY_PATH.items()
 }
 
 
@@ -95,7 +106,10 @@ def recognise(function, name, returned, case, g, right) -> list[tuple[str, str]]
                     f"them in the order forward takes its inputs: {order}",
                 )
             )
-    if found:  # the exercise's own mistakes, and the order of the outputs
+    swapped = [item for item in found if item[0] == "swapped"]
+    if swapped:  # seen from both sides: what else the gradient resembles is a coincidence
+        return swapped
+    if found:  # the exercise's own mistakes
         return found
     with np.errstate(all="ignore"):
         by_term = _term_mistake(function, name, yours, case, g, right)
@@ -110,3 +124,9 @@ def recognise(function, name, returned, case, g, right) -> list[tuple[str, str]]
             )
         )
     return found or near[:1]
+
+
+def recognise_none(function, name) -> list[tuple[str, str]]:
+    """[(key, hint)] when the exercise knows why a learner returns None for input `name`."""
+    named = NONE_RETURNED.get((function, name))
+    return [named] if named else []

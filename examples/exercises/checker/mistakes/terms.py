@@ -84,6 +84,33 @@ def _norm_terms(axis, center):
     return terms
 
 
+def _softmax_backward_terms(a, prm, g):
+    """14 second order: x reaches gx = p∘(gy - s) through the factor p and through s."""
+    dim = prm["dim"]
+    p = _softmax(a["x"], dim)
+    gy = a["gy"]
+    s = (gy * p).sum(axis=dim, keepdims=True)
+
+    def vjp(v):  # exercise 8's VJP, ∂/∂p taken to ∂/∂x
+        return p * (v - (v * p).sum(axis=dim, keepdims=True))
+
+    gp = (g * p).sum(axis=dim, keepdims=True)
+    return {
+        "x": [
+            (
+                "front-p",
+                "the path through the factor p in front of (gy - s) (part 2, step 3)",
+                vjp(g * (gy - s)),
+            ),
+            ("s", "the path through s = Σ gy∘p (part 2, step 3)", vjp(-gp * gy)),
+        ],
+        "gy": [
+            ("delta", "the δᵢⱼ term of J = ∂gx/∂gy (part 2, step 2)", p * g),
+            ("row-sum", "the -pᵢpⱼ term of J, a sum over the row (part 2, step 2)", -p * gp),
+        ],
+    }
+
+
 def _relu_terms(a, p, g):
     """ReLU's slope is 1 where x > 0 and 0 where x < 0: the second "term" should be absent."""
     x = a["x"]
@@ -103,6 +130,7 @@ TERMS: dict[str, Callable[[Grads, dict, np.ndarray], dict[str, list]]] = {
     "RMSNorm": _norm_terms(-1, False),
     "LayerNorm": _norm_terms(-1, True),
     "BatchNorm": _norm_terms(0, True),
+    "SoftmaxBackward": _softmax_backward_terms,
 }
 
 
