@@ -12,16 +12,8 @@ from tinytensor.kernels.cpu import dispatch, threads
 F = tt.nn.functional
 
 
-@pytest.fixture(autouse=True)
-def restore_thread_policy():
-    """set_num_threads fixes the count for the process: give the next test the policy back."""
-    saved = dict(threads._state)
-    yield
-    saved["configured"] = threads._state["configured"]  # numba, once set up, stays set up
-    fixed = saved["fixed"]
-    threads._state.update(saved)
-    threads._state["current"] = None
-    threads._apply(fixed or threads.cores_allowed())
+# set_num_threads fixes the count for the process: each test gives the next one the policy back
+pytestmark = pytest.mark.usefixtures("restored_thread_policy")
 
 
 def test_the_switch_forces_either_path():
