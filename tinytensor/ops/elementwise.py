@@ -426,7 +426,7 @@ class MaskedFill(Function):
         return xp.where(mask, xp.asarray(value, dtype=x.dtype), x)
 
     def backward(self, g):
-        return get_array_module(g).where(self.mask, 0, g)  # (a Python 0 keeps g's dtype)
+        return get_array_module(g).where(self.mask, zero_of(g), g)
 
 
 # ---- dtype and device ---------------------------------------------------------------------

@@ -35,7 +35,7 @@ class MatMul(Function):
         if pool:  # (..., k) @ (k, n) as one (rows, k) @ (k, n) product on the kernels' pool
             return pool.product(rows, y).reshape(x.shape[:-1] + y.shape[1:])
         if x.ndim == 2 and y.ndim == 2:
-            return x.dot(y)  # the same BLAS call as @, with less dispatch (see Linear)
+            return _product(x, y)  # (a transposed x: the pool's product of x.T, transposed)
         return x @ y
 
     def backward(self, g):
@@ -53,10 +53,11 @@ class MatMul(Function):
                 pool = _pooled_transposed(rows, g2)
                 gy = pool.transposed_product(rows, g2)[0] if pool else rows.T @ g2
             return gx, gy
-        if y.ndim == 2 and x.ndim > 2:  # (..., k) @ (k, n): one 2-D product each way, no batch
+        if y.ndim == 2 and x.ndim >= 2:  # (..., k) @ (k, n): one 2-D product each way, no batch
+            times = _product if g.__class__ is not Tensor else _recorded_product
             g2 = g.reshape(-1, g.shape[-1])
-            gx = (g2 @ _swap(y)).reshape(x.shape) if needs[0] else None
-            gy = _swap(x.reshape(-1, x.shape[-1])) @ g2 if needs[1] else None
+            gx = times(g2, _swap(y)).reshape(x.shape) if needs[0] else None
+            gy = times(_swap(x.reshape(-1, x.shape[-1])), g2) if needs[1] else None
             return gx, gy
         x2 = x if x.ndim > 1 else x[None, :]
         y2 = y if y.ndim > 1 else y[:, None]
@@ -74,6 +75,25 @@ class MatMul(Function):
             if y.ndim == 1:
                 gy = gy[..., 0]
         return gx, gy
+
+
+def _product(a, b):
+    """a @ b of 2-D arrays, on the kernels' pool where it takes it: a's rows, or, for a
+    transposed view a = cᵀ (a weight gradient's xᵀ), the pool's cᵀ-product (so that products
+    on views run on every thread too; NumPy's @ runs OpenBLAS on one while the pool is on)."""
+    if a.flags["C_CONTIGUOUS"]:
+        pool = _pooled(a, b)
+        if pool:
+            return pool.product(a, b)
+    elif a.T.flags["C_CONTIGUOUS"] and b.flags["C_CONTIGUOUS"]:
+        pool = _pooled_transposed(a.T, b)
+        if pool:
+            return pool.transposed_product(a.T, b)[0]
+    return a.dot(b)
+
+
+def _recorded_product(a, b):
+    return a @ b
 
 
 def _rows_of(x, y):
