@@ -21,6 +21,7 @@ and the VJP is computed in one of three ways, chosen by the op's class:
 
 from __future__ import annotations
 
+from .backend import get_array_module
 from .function import Function
 from .tensor import Tensor
 
@@ -40,10 +41,51 @@ def vjp(node, g, needs):
         return tuple(
             LinearVJP.apply(g, node=node, slot=i) if need else None for i, need in enumerate(needs)
         )
-    return _with_saved_tensors(node, needs, g.shape).backward(g)
+    view = _with_saved_tensors(node, needs, g.shape)
+    grads = view.backward(g)
+    depends = _depends_on(node, view)
+    if not depends:
+        return grads
+    if grads.__class__ is not tuple:
+        return _connected(grads, depends)
+    return tuple(_connected(gx, depends) for gx in grads)
 
 
 # ---- the same backward, on Tensors ----------------------------------------------------------
+
+
+def _depends_on(node, view):
+    """The Tensors a backward read that require grad, when it read them only through masks or
+    tie shares (relu's z > 0, max's ties): its result is constant in them, but, as in torch,
+    it stays on the graph, and their second derivative is 0 rather than "not used"."""
+    if node.constants:
+        return [x for x in node.inputs if x.requires_grad]
+    return [v for v in view.__dict__.values() if v.__class__ is Tensor and v.requires_grad]
+
+
+def _connected(gx, depends):
+    if gx is None or (gx.__class__ is Tensor and gx.requires_grad):
+        return gx
+    if gx.__class__ is not Tensor:
+        gx = _wrap(gx, False, None)
+    return Connect.apply(gx, *depends)
+
+
+class Connect(Function):
+    """z = g, recorded with the tensors g depends on only piecewise constantly (see
+    _depends_on): its VJP is h for g and zeros for them."""
+
+    linear = True
+    saves_arrays = False
+    may_alias = True
+
+    def forward(self, g, *depends):
+        self.kinds = tuple((d.shape, d.dtype) for d in depends)
+        return g
+
+    def backward(self, h):
+        xp = get_array_module(h)
+        return (h, *(xp.zeros(shape, dtype) for shape, dtype in self.kinds))
 
 
 def _is_array(value) -> bool:
@@ -151,8 +193,6 @@ class LinearVJP(Function):
         return operands
 
     def backward(self, h):
-        from .backend import get_array_module
-
         xp = get_array_module(h)
         op = self.op()
         op.needs_input_grad = ()
@@ -162,8 +202,6 @@ class LinearVJP(Function):
 
     def transposed(self, h):
         """The VJP under create_graph: the op itself, recorded on Tensor `h`."""
-        from .backend import get_array_module
-
         xp = get_array_module(h._array)
         operands = self._operands(
             h, lambda shape, dtype: _wrap(xp.zeros(shape, dtype), False, None)
@@ -202,14 +240,14 @@ class StandIn(Function):
 
 
 def _composite_vjp(node, g, needs):
+    """The gradients of the composite at the node's inputs. An input that needs no gradient
+    here is still the Tensor it is (the gradients depend on it: layer_norm's gradient for x
+    depends on its weight), and the walk stops there too."""
     autograd = _engine()
-    stand_ins = [
-        StandIn.apply(x) if need else _wrap(x._array, False, None)
-        for x, need in zip(node.inputs, needs)
-    ]
+    stand_ins = [StandIn.apply(x) if need else x for x, need in zip(node.inputs, needs)]
     out = node.composite(*stand_ins)
     wanted = [s for s, need in zip(stand_ins, needs) if need]
     into = autograd._Walk(wanted, capture=True)
-    stop = {id(s._ctx) for s in wanted}
+    stop = {id(s._ctx) for s in stand_ins if s._ctx is not None}
     autograd.walk([out], [g], retain_graph=True, create_graph=True, into=into, stop=stop)
     return tuple(into.captured.get(id(s)) if need else None for s, need in zip(stand_ins, needs))

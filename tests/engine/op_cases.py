@@ -747,3 +747,18 @@ add(
         _vjp_of(lambda x: F.scaled_dot_product_attention(x, x, x, is_causal=True)),
     ),
 )
+add(
+    _case(
+        "Connect",
+        "relu-mask-of-x",
+        lambda r: [away_from_zero(r, 3, 4)],
+        # the gradient of Σ relu(x) is relu's mask: constant in x, yet on the graph (as torch)
+        lambda x: _vjp_of(tt.nn.functional.relu)(x, tt.ones(3, 4, dtype=tt.float64)) * x,
+    ),
+    _case(
+        "Connect",
+        "max-ties-share",
+        lambda r: [leaf(r, 3, 5)],
+        lambda x: _vjp_of(lambda y: y.amax(dim=1))(x, tt.ones(3, dtype=tt.float64)) * x,
+    ),
+)

@@ -42,6 +42,7 @@ def _both(run):
 
     results = []
     for lib in (tt, torch):
+
         def tensor(a, lib=lib):
             return lib.tensor(np.asarray(a), dtype=lib.float64)
 
@@ -92,12 +93,8 @@ FUNC_CASES = {
         t(X)
     ),
     "vmap": lambda lib, t: lib.func.vmap(lambda row: (row * row).sum())(t(Y)),
-    "vmap-in-dims": lambda lib, t: lib.func.vmap(lambda a, b: a * b, in_dims=(1, None))(
-        t(Y), t(X)
-    ),
-    "vmap-of-grad": lambda lib, t: lib.func.vmap(lib.func.grad(lambda x: scalar_f(lib, x)))(
-        t(Y.T)
-    ),
+    "vmap-in-dims": lambda lib, t: lib.func.vmap(lambda a, b: a * b, in_dims=(1, None))(t(Y), t(X)),
+    "vmap-of-grad": lambda lib, t: lib.func.vmap(lib.func.grad(lambda x: scalar_f(lib, x)))(t(Y.T)),
 }
 
 
@@ -140,9 +137,7 @@ def test_functional_create_graph_is_differentiable(torch):
 
     def run(lib, t):
         x = t(X).requires_grad_(True)
-        _, hv = lib.autograd.functional.hvp(
-            lambda z: scalar_f(lib, z), x, t(U), create_graph=True
-        )
+        _, hv = lib.autograd.functional.hvp(lambda z: scalar_f(lib, z), x, t(U), create_graph=True)
         return lib.autograd.grad(hv.sum(), x)
 
     assert_same(_both(run))

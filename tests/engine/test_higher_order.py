@@ -305,3 +305,66 @@ def test_a_double_backward_graph_can_be_explored(tmp_path):
     tt.explore(gx.sum(), path=str(path))
     html = path.read_text()
     assert "Erf" in html and "StandIn" in html
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        c
+        for c in CASES
+        if sum(
+            isinstance(a, tt.Tensor) and a.requires_grad for a in c.make(np.random.default_rng(0))
+        )
+        > 1
+    ],
+    ids=lambda c: c.id,
+)
+def test_a_gradient_for_one_input_is_differentiable_in_the_others(case):
+    """∂(Σ f·v)/∂x₀ alone (autograd.grad asked for one input), differentiated in every input
+    and in v: layer_norm's gradient for x depends on its weight, even when only x's is asked."""
+    inputs = case.make(np.random.default_rng(zlib.crc32(case.id.encode())))
+    first = next(i for i, a in enumerate(inputs) if isinstance(a, tt.Tensor) and a.requires_grad)
+    n = len(inputs)
+    with tt.no_grad():
+        outs = case.fn(*inputs)
+    outs = outs if isinstance(outs, (tuple, list)) else (outs,)
+    rng = np.random.default_rng(5)
+    vs = [
+        tt.tensor(rng.standard_normal(o.shape), dtype=tt.float64, requires_grad=True)
+        for o in outs
+        if o.dtype.kind == "f"
+    ]
+
+    def partial(*args):
+        with tt.enable_grad():
+            results = case.fn(*args[:n])
+            results = results if isinstance(results, (tuple, list)) else (results,)
+            floats = [r for r in results if r.dtype.kind == "f"]
+            (g,) = tt.autograd.grad(
+                floats, args[first], list(args[n:]), create_graph=True, materialize_grads=True
+            )
+        return g
+
+    assert tt.gradcheck(partial, (*inputs, *vs), **case.options)
+
+
+def test_grad_at_a_non_leaf_leaves_the_graph_behind_it(torch):
+    out = []
+    for lib in (tt, torch):
+        p = lib.tensor([1.0, 2.0], requires_grad=True)
+        a = p * 2
+        lib.autograd.grad((a**2).sum(), a)  # runs nothing behind a, so frees nothing there
+        out.append(lib.autograd.grad((a**3).sum(), p)[0].tolist())
+    assert out[0] == out[1] == [24.0, 96.0]
+
+
+def test_a_gradient_constant_in_a_parameter_is_still_on_the_graph(torch):
+    """relu's gradient depends on b only through its mask: torch gives zeros for ∂/∂b, and so
+    must we (not "does not require grad")."""
+    out = []
+    for lib in (tt, torch):
+        x = lib.tensor([1.0, -2.0, 3.0], requires_grad=True)
+        b = lib.tensor([0.5, 0.5, -4.0], requires_grad=True)
+        (g,) = lib.autograd.grad(lib.nn.functional.relu(x + b).sum(), x, create_graph=True)
+        out.append((g.requires_grad, lib.autograd.grad(g.sum(), b)[0].tolist()))
+    assert out[0] == out[1] == (True, [0.0, 0.0, 0.0])

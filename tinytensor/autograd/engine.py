@@ -326,7 +326,9 @@ def _walk_nodes(order, grads, watched, hooked, masks, into, retain_graph, create
                 for x, parent in zip(ctx.inputs, ctx.parents):
                     if parent is None and id(x) in hooked:
                         deliver(hooked, x, None)
-            if not retain_graph:
+            # (a node that autograd.grad did not need to run is left as it was, as torch
+            # does: the graph behind a non-leaf input stays usable)
+            if not retain_graph and masks is None:
                 ctx.release()
             continue
         if key in watched and (masks is None or key not in target_nodes):
