@@ -53,8 +53,10 @@ class MatMul(Function):
                 pool = _pooled_transposed(rows, g2)
                 gy = pool.transposed_product(rows, g2)[0] if pool else rows.T @ g2
             return gx, gy
-        if y.ndim == 2 and x.ndim >= 2:  # (..., k) @ (k, n): one 2-D product each way, no batch
-            times = _product if g.__class__ is not Tensor else _recorded_product
+        arrays = g.__class__ is not Tensor
+        if y.ndim == 2 and x.ndim >= 2 and not (arrays and _small(x, y)):
+            # (..., k) @ (k, n): one 2-D product each way, not a batch of them
+            times = _product if arrays else _recorded_product
             g2 = g.reshape(-1, g.shape[-1])
             gx = times(g2, _swap(y)).reshape(x.shape) if needs[0] else None
             gy = times(_swap(x.reshape(-1, x.shape[-1])), g2) if needs[1] else None
@@ -90,6 +92,11 @@ def _product(a, b):
         if pool:
             return pool.transposed_product(a.T, b)[0]
     return a.dot(b)
+
+
+def _small(x, y):
+    """A 2-D product under the pool's size: NumPy's @ at once (the 16x16 case's dispatch)."""
+    return x.ndim == 2 and x.size * y.shape[1] < MIN_PRODUCT_MULTIPLY_ADDS
 
 
 def _recorded_product(a, b):
