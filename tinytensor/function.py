@@ -58,6 +58,7 @@ class Function:
     #     differentiates that instead of running the fused backward
     #   otherwise the same `backward`, handed Tensors: the gradient, and the inputs and output
     #     it saved; `constants` names saved float arrays that are not functions of the inputs
+    runs_on_tensors = False  # backward takes Tensors itself (autograd.Function's nodes)
     linear = False
     linear_part = None  # an affine op's options for its linear part: {"value": 0} of a fill
     composite = None

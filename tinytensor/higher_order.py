@@ -33,6 +33,8 @@ def vjp(node, g, needs):
     """The input gradients of `node` for output gradient `g` (a Tensor), as recorded ops;
     `needs` says which inputs want one."""
     cls = node.__class__
+    if cls.runs_on_tensors:  # a custom autograd.Function's node: the user's backward records
+        return node.backward(g)
     if cls is LinearVJP:
         return (node.transposed(g),)
     if cls.composite is not None:

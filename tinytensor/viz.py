@@ -359,7 +359,7 @@ class _Clusters:
 
 def _op_label(ctx):
     arguments = op_arguments(ctx)
-    return type(ctx).__name__ + (_LINE_BREAK + arguments if arguments else "")
+    return ctx.name + (_LINE_BREAK + arguments if arguments else "")
 
 
 def _box_label(box: Box) -> str:

@@ -762,3 +762,45 @@ add(
         lambda x: _vjp_of(lambda y: y.amax(dim=1))(x, tt.ones(3, dtype=tt.float64)) * x,
     ),
 )
+
+
+class _Cube(tt.autograd.Function):
+    """A user Function (tt.autograd.Function, torch's form) with one output."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x**3
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return g * 3 * x**2
+
+
+class _SinCos(tt.autograd.Function):
+    """A user Function with two outputs, in torch 2's setup_context form."""
+
+    @staticmethod
+    def forward(x):
+        return x.sin(), x.cos()
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(inputs[0])
+
+    @staticmethod
+    def backward(ctx, g_sin, g_cos):
+        (x,) = ctx.saved_tensors
+        return g_sin * x.cos() - g_cos * x.sin()
+
+
+add(
+    _case("CustomFunction", "cube", lambda r: [leaf(r, 3, 4)], _Cube.apply),
+    _case(
+        "CustomFunctionOutput",
+        "sin-cos",
+        lambda r: [leaf(r, 5)],
+        lambda x: (lambda s, c: s * c + s)(*_SinCos.apply(x)),
+    ),
+)

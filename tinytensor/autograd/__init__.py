@@ -6,12 +6,22 @@ functional derivatives (functional.py: jacobian, hessian, vjp, jvp, hvp, vhp).
     tt.autograd.gradgradcheck(f, (x,))                # second derivatives, numerically
 """
 
+from ..function import enable_grad, inference_mode, no_grad, set_grad_enabled
 from ..gradcheck import gradcheck, gradgradcheck
-from . import functional
+from . import function, functional
 from .engine import BackwardStep, backward, backward_trace, grad, sum_to
+from .function import Function, FunctionCtx, once_differentiable
 
 __all__ = [
     "BackwardStep",
+    "Function",
+    "FunctionCtx",
+    "enable_grad",
+    "function",
+    "inference_mode",
+    "no_grad",
+    "once_differentiable",
+    "set_grad_enabled",
     "backward",
     "backward_trace",
     "functional",

@@ -384,8 +384,8 @@ def _walk_nodes(order, grads, watched, hooked, masks, into, retain_graph, create
 
 def _fit(gx, x, ctx, i, create_graph):
     """Input i's gradient `gx` in x's shape (broadcasting undone) and dtype."""
-    if create_graph and gx.__class__ is not Tensor:  # a constant (zeros) from a VJP
-        gx = _wrap(get_array_module(gx).asarray(gx), False, None)
+    if create_graph and gx.__class__ is not Tensor and hasattr(gx, "__array_namespace__"):
+        gx = _wrap(gx, False, None)  # a constant (zeros) from a VJP
     data = x._array
     if gx.shape != data.shape:
         if ctx.broadcasts:
@@ -395,8 +395,9 @@ def _fit(gx, x, ctx, i, create_graph):
                 f"{ctx.name}.backward returned a gradient of shape {tuple(gx.shape)} for input "
                 f"{i}, whose shape is {data.shape}"
             )
-    if create_graph:
+    if gx.__class__ is Tensor:
         return gx if gx._array.dtype == data.dtype else gx.to(x.dtype)
+    # (an array, or a custom Function's gradients by output on their way to it: autograd/function)
     return gx if gx.dtype == data.dtype else gx.astype(data.dtype)
 
 
