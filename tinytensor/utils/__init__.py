@@ -1,5 +1,5 @@
 """`tt.utils`: helpers outside the engine proper, as `torch.utils` (`tt.utils.data` for now)."""
 
-from . import data
+from . import checkpoint, data
 
-__all__ = ["data"]
+__all__ = ["checkpoint", "data"]
