@@ -8,12 +8,19 @@ functional derivatives (functional.py: jacobian, hessian, vjp, jvp, hvp, vhp).
 
 from ..function import enable_grad, inference_mode, no_grad, set_grad_enabled
 from ..gradcheck import gradcheck, gradgradcheck
-from . import function, functional
+from . import anomaly_mode, function, functional
+from .anomaly_mode import (
+    detect_anomaly,
+    is_anomaly_check_nan_enabled,
+    is_anomaly_enabled,
+    set_detect_anomaly,
+)
 from .engine import BackwardStep, backward, backward_trace, grad, sum_to
 from .function import Function, FunctionCtx, once_differentiable
 
 __all__ = [
     "BackwardStep",
+    "anomaly_mode",
     "Function",
     "FunctionCtx",
     "enable_grad",
@@ -23,6 +30,10 @@ __all__ = [
     "once_differentiable",
     "set_grad_enabled",
     "backward",
+    "detect_anomaly",
+    "is_anomaly_check_nan_enabled",
+    "is_anomaly_enabled",
+    "set_detect_anomaly",
     "backward_trace",
     "functional",
     "grad",

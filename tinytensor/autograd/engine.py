@@ -23,6 +23,7 @@ from ..tensor import Tensor
 
 _wrap = Tensor._wrap
 _trace = None  # the list of a running backward_trace(), else None
+_anomaly = {"enabled": False, "check_nan": False}  # set by anomaly_mode (detect_anomaly)
 
 
 def sum_to(grad, shape):
@@ -296,6 +297,7 @@ def _walk_nodes(order, grads, watched, hooked, masks, into, retain_graph, create
     # and the pruning and capture of autograd.grad only where there are targets (masks)
     pop_grad = grads.pop
     trace = _trace
+    check_nan = _anomaly["check_nan"]
     plain = masks is None and not create_graph  # first order, every edge: backward()
     if into is None:
         targets = None
@@ -351,6 +353,8 @@ def _walk_nodes(order, grads, watched, hooked, masks, into, retain_graph, create
                 ctx.needs_input_grad = full
         if input_grads.__class__ is not tuple:
             input_grads = (input_grads,)
+        if check_nan:
+            _check_nan(ctx, input_grads)
         sent = [None] * len(needs) if trace is not None else None
         for i, (x, parent, gx) in enumerate(zip(ctx.inputs, ctx.parents, input_grads)):
             if gx is None or not needs[i]:
@@ -380,6 +384,18 @@ def _walk_nodes(order, grads, watched, hooked, masks, into, retain_graph, create
             trace.append(BackwardStep(ctx, _as_array(g), tuple(sent)))
         if not retain_graph:
             ctx.release()
+
+
+def _check_nan(ctx, input_grads):
+    """detect_anomaly: a NaN among a node's gradients is an error naming it and its forward."""
+    for i, gx in enumerate(input_grads):
+        array = gx._array if gx.__class__ is Tensor else gx
+        if not hasattr(array, "__array_namespace__"):  # None, or a Function's by-output sums
+            continue
+        if array.dtype.kind in "fc" and bool(get_array_module(array).isnan(array).any()):
+            from .anomaly_mode import nan_error
+
+            raise nan_error(ctx, i)
 
 
 def _fit(gx, x, ctx, i, create_graph):
