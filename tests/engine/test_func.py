@@ -148,3 +148,25 @@ def test_grad_needs_a_scalar_and_says_so():
         tt.func.grad(lambda x: x * 2)(tt.ones(3))
     with pytest.raises(RuntimeError, match="strict=True"):
         tt.autograd.functional.jacobian(lambda x, y: x * 2, (tt.ones(2), tt.ones(2)), strict=True)
+
+
+def test_forward_ad_dual_numbers_match_torch(torch):
+    def run(lib, t):
+        fw = lib.autograd.forward_ad
+        with fw.dual_level():
+            x = fw.make_dual(t(X), t(U))
+            w = t(Y)
+            y = vector_f(lib, x) + (x[:, None] * w).sum(1)
+            out = fw.unpack_dual(y)
+            same = fw.unpack_dual(x)
+        return [out.primal, out.tangent, same.tangent]
+
+    assert_same(_both(run))
+
+
+def test_forward_ad_needs_a_level_and_matching_shapes():
+    fw = tt.autograd.forward_ad
+    with pytest.raises(RuntimeError, match="dual_level"):
+        fw.make_dual(tt.ones(2), tt.ones(2))
+    with fw.dual_level(), pytest.raises(ValueError, match="shape"):
+        fw.make_dual(tt.ones(2), tt.ones(3))

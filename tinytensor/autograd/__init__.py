@@ -8,7 +8,7 @@ functional derivatives (functional.py: jacobian, hessian, vjp, jvp, hvp, vhp).
 
 from ..function import enable_grad, inference_mode, no_grad, set_grad_enabled
 from ..gradcheck import gradcheck, gradgradcheck
-from . import anomaly_mode, function, functional
+from . import anomaly_mode, forward_ad, function, functional
 from .anomaly_mode import (
     detect_anomaly,
     is_anomaly_check_nan_enabled,
@@ -31,6 +31,7 @@ __all__ = [
     "set_grad_enabled",
     "backward",
     "detect_anomaly",
+    "forward_ad",
     "is_anomaly_check_nan_enabled",
     "is_anomaly_enabled",
     "set_detect_anomaly",
