@@ -238,6 +238,7 @@ _LAZY = {
     "utils",
     "amp",
     "func",
+    "testing",
 }
 _LAZY.add("distributed")  # tt.distributed: its MPI/NCCL libraries load only at init
 
