@@ -239,6 +239,7 @@ _LAZY = {
     "amp",
     "func",
     "testing",
+    "jit",
 }
 _LAZY.add("distributed")  # tt.distributed: its MPI/NCCL libraries load only at init
 

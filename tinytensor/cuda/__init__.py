@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .backend import _import_cupy
+from ..backend import _import_cupy
 
 _available = None  # cached answer: probing the driver is slow
 
@@ -36,7 +36,7 @@ def current_device() -> int:
 def manual_seed(seed: int) -> None:
     """Seeds the generator that GPU tensors draw from: tinytensor draws every random number on
     the host from one generator (same numbers on CPU and GPU), so this is `tt.manual_seed`."""
-    from .random import manual_seed as seed_all
+    from ..random import manual_seed as seed_all
 
     seed_all(seed)
 
@@ -63,7 +63,7 @@ def get_device_name(device=None) -> str:
 
 
 def __getattr__(name):
-    if name == "amp":  # tt.cuda.amp.autocast / GradScaler: PyTorch's older spelling
+    if name == "amp":  # tt.cuda.amp.autocast / GradScaler: PyTorch's older spelling (amp.py)
         from . import amp
 
         return amp
