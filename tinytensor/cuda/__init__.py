@@ -62,9 +62,4 @@ def get_device_name(device=None) -> str:
     return cp.cuda.runtime.getDeviceProperties(0)["name"].decode()
 
 
-def __getattr__(name):
-    if name == "amp":  # tt.cuda.amp.autocast / GradScaler: PyTorch's older spelling (amp.py)
-        from . import amp
-
-        return amp
-    raise AttributeError(f"module 'tinytensor.cuda' has no attribute {name!r}")
+from . import amp  # noqa: E402,F401 - tt.cuda.amp.autocast / GradScaler: PyTorch's older spelling
