@@ -60,6 +60,20 @@ class BatchNorm1d(Module):
                 "num_batches_tracked", tensor(0, dtype=int64, device=device or "cpu")
             )
 
+    def reset_running_stats(self) -> None:
+        """running_mean 0, running_var 1, num_batches_tracked 0 (as torch's)."""
+        if self.track_running_stats:
+            self.running_mean._array[...] = 0
+            self.running_var._array[...] = 1
+            self.num_batches_tracked._array[...] = 0
+
+    def reset_parameters(self) -> None:
+        """The running statistics reset, weight 1 and bias 0 (as torch's)."""
+        self.reset_running_stats()
+        if self.weight is not None:
+            self.weight._array[...] = 1
+            self.bias._array[...] = 0
+
     def _check_input(self, x):
         if x.ndim not in (2, 3) or x.shape[1] != self.num_features:
             raise ValueError(
