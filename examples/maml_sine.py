@@ -33,6 +33,7 @@ from pathlib import Path
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
+from training.library import LIBRARIES, load_library  # noqa: E402
 
 SIZES = [1, 40, 40, 1]
 
@@ -188,18 +189,6 @@ def plot(torch, params, history, errors, seed, path, k=10, alpha=0.01):
     plt.close(fig)
 
 
-def load_library(name):
-    """tinytensor or PyTorch, the module that the functions above call `torch`."""
-    if name == "torch":
-        import torch
-
-        torch.set_num_threads(1)  # NOTE: tiny matrices; 2 threads were 20x slower on 2 cores
-        return torch
-    import tinytensor
-
-    return tinytensor
-
-
 def main(argv=None):
     parser = argparse.ArgumentParser(
         description="MAML on sine waves; writes adaptation.png (a held-out task, adapted).",
@@ -216,7 +205,7 @@ def main(argv=None):
     parser.add_argument("--log-every", type=int, default=500, help="outer steps per print")
     parser.add_argument("--out", default="runs/maml_sine", help="output directory")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--library", choices=["tinytensor", "torch"], default="tinytensor")
+    parser.add_argument("--library", choices=LIBRARIES, default="tinytensor")
     args = parser.parse_args(argv)
 
     torch = load_library(args.library)

@@ -36,6 +36,7 @@ from pathlib import Path
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
+from training.library import LIBRARIES, load_library  # noqa: E402
 
 SIZES = [1, 20, 20, 1]
 SHAPES = [s for a, b in zip(SIZES[:-1], SIZES[1:]) for s in ((b, a), (b,))]  # W, b per layer
@@ -228,18 +229,6 @@ def plot(torch, result, path):
     plt.close(fig)
 
 
-def load_library(name):
-    """tinytensor or PyTorch, the module that the functions above call `torch`."""
-    if name == "torch":
-        import torch
-
-        torch.set_num_threads(1)  # NOTE: tiny matrices; 2 threads were 20x slower on 2 cores
-        return torch
-    import tinytensor
-
-    return tinytensor
-
-
 def main(argv=None):
     parser = argparse.ArgumentParser(
         description="Newton-CG with Hessian-vector products against gradient descent on a small "
@@ -257,7 +246,7 @@ def main(argv=None):
     )
     parser.add_argument("--out", default="runs/newton_cg", help="output directory")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--library", choices=["tinytensor", "torch"], default="tinytensor")
+    parser.add_argument("--library", choices=LIBRARIES, default="tinytensor")
     args = parser.parse_args(argv)
 
     torch = load_library(args.library)

@@ -34,6 +34,7 @@ from pathlib import Path
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
+from training.library import LIBRARIES, load_library  # noqa: E402
 
 
 def eight_gaussians(rng: np.random.Generator, n: int) -> np.ndarray:
@@ -157,18 +158,6 @@ def plot(torch, generator, critic, history, seed, path):
     plt.close(fig)
 
 
-def load_library(name):
-    """tinytensor or PyTorch, the module that the functions above call `torch`."""
-    if name == "torch":
-        import torch
-
-        torch.set_num_threads(1)  # NOTE: tiny matrices; 2 threads were 20x slower on 2 cores
-        return torch
-    import tinytensor
-
-    return tinytensor
-
-
 def main(argv=None):
     parser = argparse.ArgumentParser(
         description="WGAN-GP on 8 Gaussians; writes samples.png (real vs generated points).",
@@ -186,7 +175,7 @@ def main(argv=None):
     parser.add_argument("--log-every", type=int, default=200, help="generator steps per print")
     parser.add_argument("--out", default="runs/wgan_gp", help="output directory")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--library", choices=["tinytensor", "torch"], default="tinytensor")
+    parser.add_argument("--library", choices=LIBRARIES, default="tinytensor")
     args = parser.parse_args(argv)
 
     torch = load_library(args.library)
