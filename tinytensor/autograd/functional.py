@@ -129,41 +129,41 @@ def jvp(func, inputs, v=None, create_graph=False, strict=False):
     return (outs if out_tuple else outs[0]), (result if out_tuple else result[0])
 
 
-def _gradient_of_scalar(func, xs, fn):
-    out = func(*xs)
-    if not isinstance(out, Tensor) or out.numel() != 1:
-        raise RuntimeError(f"{fn}: the function must return a one-element Tensor")
-    first = _gradients([out], xs, [None], create_graph=True)
-    return out, first
+def _hessian_product(func, inputs, v, create_graph, strict, fn, times):
+    """(func(inputs), times(first, xs, vs)): the shared part of vhp and hvp, where `first` is
+    the gradient of the scalar func, recorded."""
+    inputs, in_tuple = _as_tuple(inputs, fn, "inputs")
+    vs = list(_as_tuple(v, fn, "v")[0]) if v is not None else [None] * len(inputs)
+    with enable_grad():
+        xs = _prepare(inputs, True)
+        out = func(*xs)
+        if not isinstance(out, Tensor) or out.numel() != 1:
+            raise RuntimeError(f"{fn}: the function must return a one-element Tensor")
+        first = _gradients([out], xs, [None], create_graph=True)
+        _check_strict(first, strict, fn, "its gradient would be zero")
+        result = _finish(times(first, xs, vs), create_graph)
+    return _finish((out,), create_graph)[0], (result if in_tuple else result[0])
 
 
 def vhp(func, inputs, v=None, create_graph=False, strict=False):
     """(func(inputs), vᵀ·H) for a scalar func: the gradient's vjp."""
-    inputs, in_tuple = _as_tuple(inputs, "vhp", "inputs")
-    vs, _ = _as_tuple(v, "vhp", "v") if v is not None else (None, False)
-    with enable_grad():
-        xs = _prepare(inputs, True)
-        out, first = _gradient_of_scalar(func, xs, "vhp")
-        _check_strict(first, strict, "vhp", "its gradient would be zero")
-        pairs = [(g, w) for g, w in zip(first, vs or [None] * len(xs)) if g is not None]
-        second = _gradients([g for g, _ in pairs], xs, [w for _, w in pairs], create_graph)
-    result = _finish(_fill(second, xs), create_graph)
-    return _finish((out,), create_graph)[0], (result if in_tuple else result[0])
+
+    def times(first, xs, vs):
+        pairs = [(g, w) for g, w in zip(first, vs) if g is not None]
+        return _fill(_gradients([g for g, _ in pairs], xs, [w for _, w in pairs], create_graph), xs)
+
+    return _hessian_product(func, inputs, v, create_graph, strict, "vhp", times)
 
 
 def hvp(func, inputs, v=None, create_graph=False, strict=False):
     """(func(inputs), H·v) for a scalar func: the gradient's jvp (double-vjp construction)."""
-    inputs, in_tuple = _as_tuple(inputs, "hvp", "inputs")
-    vs, _ = _as_tuple(v, "hvp", "v") if v is not None else (None, False)
-    with enable_grad():
-        xs = _prepare(inputs, True)
-        out, first = _gradient_of_scalar(func, xs, "hvp")
-        _check_strict(first, strict, "hvp", "its gradient would be zero")
+
+    def times(first, xs, vs):
         kept = [g if g is not None else zeros_like(x) for g, x in zip(first, xs)]
         ws, g = _func._jacobian_transposed(kept, list(xs), create_graph)
-        products = _func._forward_product(ws, g, list(vs or [None] * len(xs)), create_graph)
-    result = _finish(products, create_graph)
-    return _finish((out,), create_graph)[0], (result if in_tuple else result[0])
+        return _func._forward_product(ws, g, vs, create_graph)
+
+    return _hessian_product(func, inputs, v, create_graph, strict, "hvp", times)
 
 
 def jacobian(
