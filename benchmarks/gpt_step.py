@@ -146,11 +146,11 @@ def worker(lib, config, threads, steps, warmup):
     print(json.dumps({"ms": statistics.median(_timed(step, steps))}))
 
 
-def serve(lib, config, threads, warmup):
+def serve(lib, config, threads, warmup, build=None):
     """A persistent worker (`run_rounds`): builds and warms up, says "ready", then for each line
     on stdin (a step count) runs one untimed step and that many timed ones, and prints their
-    times (ms) as a JSON list."""
-    step = build_step(lib, config, threads)
+    times (ms) as a JSON list. `build` makes the step (another script's workloads)."""
+    step = (build or build_step)(lib, config, threads)
     _timed(step, warmup)
     print("ready", flush=True)
     for line in sys.stdin:

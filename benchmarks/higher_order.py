@@ -128,16 +128,6 @@ def build_step(lib, workload, threads):
     return penalty_step
 
 
-def serve(lib, workload, threads, warmup):
-    """gpt_step.serve's protocol, for this script's workloads."""
-    step = build_step(lib, workload, threads)
-    gpt_step._timed(step, warmup)
-    print("ready", flush=True)
-    for line in sys.stdin:
-        step()
-        print(gpt_step.json.dumps(gpt_step._timed(step, int(line))), flush=True)
-
-
 class Server(gpt_step.Server):
     SCRIPT = os.path.abspath(__file__)
 
@@ -154,7 +144,7 @@ def main():
     args = parser.parse_args()
     if args.serve:
         lib, workload, threads = args.serve
-        serve(lib, workload, int(threads), args.warmup)
+        gpt_step.serve(lib, workload, int(threads), args.warmup, build=build_step)
         return
     if args.quick:
         args.rounds, args.steps, args.warmup = 2, 2, 1
