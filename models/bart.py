@@ -160,12 +160,16 @@ class BART(EncoderDecoderMixin, HFCheckpointMixin, nn.Module):
         self.encoder_embeddings = BARTEmbeddings(
             config, nn.Embedding(config.vocab_size, config.d_model) if untied else self.shared
         )
-        self.encoder_blocks = [nn.EncoderBlock(**options) for _ in range(config.n_layer)]
+        self.encoder_blocks = nn.ModuleList(
+            [nn.EncoderBlock(**options) for _ in range(config.n_layer)]
+        )
         self.decoder_embeddings = BARTEmbeddings(
             config, nn.Embedding(config.vocab_size, config.d_model) if untied else self.shared
         )
         options.update(n_heads=config.n_decoder_head, d_ff=config.d_decoder_ff)
-        self.decoder_blocks = [nn.DecoderBlock(**options) for _ in range(config.n_decoder_layer)]
+        self.decoder_blocks = nn.ModuleList(
+            [nn.DecoderBlock(**options) for _ in range(config.n_decoder_layer)]
+        )
         self.lm_head = None
         if not config.tie_word_embeddings:
             self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)

@@ -160,18 +160,20 @@ class BERT(HFCheckpointMixin, nn.Module):
         super().__init__()
         self.config = config
         self.embeddings = BERTEmbeddings(config)
-        self.blocks = [
-            nn.EncoderBlock(
-                config.d_model,
-                config.n_head,
-                d_ff=config.d_ff,
-                dropout=config.dropout,
-                activation=config.activation,
-                norm_first=False,  # Post-LN
-                eps=config.layer_norm_eps,
-            )
-            for _ in range(config.n_layer)
-        ]
+        self.blocks = nn.ModuleList(
+            [
+                nn.EncoderBlock(
+                    config.d_model,
+                    config.n_head,
+                    d_ff=config.d_ff,
+                    dropout=config.dropout,
+                    activation=config.activation,
+                    norm_first=False,  # Post-LN
+                    eps=config.layer_norm_eps,
+                )
+                for _ in range(config.n_layer)
+            ]
+        )
         pooler, mlm, nsp = config.heads
         self.pooler = nn.Linear(config.d_model, config.d_model) if pooler else None
         self.mlm = MLMHead(config, self.embeddings.word) if mlm else None

@@ -114,19 +114,21 @@ class GPT(HFCheckpointMixin, nn.Module):
         self.drop = nn.Dropout(config.dropout)
         # NOTE: nn's layer also drops the MLP's hidden activations (GPT-2 does not); in eval
         # (all the HF comparisons) dropout is off and the two are identical.
-        self.blocks = [
-            nn.EncoderBlock(
-                config.n_embd,
-                config.n_head,
-                d_ff=config.n_inner or 4 * config.n_embd,
-                dropout=config.dropout,
-                activation=config.activation,
-                norm_first=True,
-                eps=config.layer_norm_epsilon,
-                scale=self._attention_scale(config, i),
-            )
-            for i in range(config.n_layer)
-        ]
+        self.blocks = nn.ModuleList(
+            [
+                nn.EncoderBlock(
+                    config.n_embd,
+                    config.n_head,
+                    d_ff=config.n_inner or 4 * config.n_embd,
+                    dropout=config.dropout,
+                    activation=config.activation,
+                    norm_first=True,
+                    eps=config.layer_norm_epsilon,
+                    scale=self._attention_scale(config, i),
+                )
+                for i in range(config.n_layer)
+            ]
+        )
         if config.attention != "mha" or config.position == "rope":
             self._replace_attention(config)
         self.ln_f = nn.LayerNorm(config.n_embd, eps=config.layer_norm_epsilon)

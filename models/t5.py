@@ -156,12 +156,16 @@ class T5(EncoderDecoderMixin, HFCheckpointMixin, nn.Module):
         self.encoder_position_bias = nn.T5RelativePositionBias(
             config.n_head, *buckets, bidirectional=True
         )
-        self.encoder_blocks = [nn.EncoderBlock(**options) for _ in range(config.n_layer)]
+        self.encoder_blocks = nn.ModuleList(
+            [nn.EncoderBlock(**options) for _ in range(config.n_layer)]
+        )
         self.encoder_norm = nn.RMSNorm(config.d_model, eps=config.layer_norm_epsilon)
         self.decoder_position_bias = nn.T5RelativePositionBias(
             config.n_head, *buckets, bidirectional=False
         )
-        self.decoder_blocks = [nn.DecoderBlock(**options) for _ in range(config.n_decoder_layer)]
+        self.decoder_blocks = nn.ModuleList(
+            [nn.DecoderBlock(**options) for _ in range(config.n_decoder_layer)]
+        )
         self.decoder_norm = nn.RMSNorm(config.d_model, eps=config.layer_norm_epsilon)
         self.drop = nn.Dropout(config.dropout)
         self.lm_head = (

@@ -26,4 +26,4 @@ class Dropout(Module):
         return dropout(x, self.p, self.training)
 
     def extra_repr(self):
-        return f"p={self.p}"
+        return f"p={self.p}, inplace=False"  # as torch's (this Dropout never works in place)

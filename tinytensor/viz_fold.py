@@ -32,7 +32,11 @@ class ModuleTree:
     """
 
     def __init__(self, named_modules=()):
-        self.by_name = dict(named_modules)
+        # a ModuleList/ModuleDict only holds its items: they sit under its parent, as the items
+        # of a plain list attribute did (blocks.3 directly under the root)
+        self.by_name = {
+            n: m for n, m in named_modules if type(m).__name__ not in ("ModuleList", "ModuleDict")
+        }
         self._name_of = {}
         for name, module in self.by_name.items():
             self._name_of.setdefault(id(module), name)  # a shared module keeps its first name

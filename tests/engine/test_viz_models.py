@@ -119,7 +119,7 @@ def test_expand_rejects_a_name_that_is_no_module():
 class Stack(nn.Module):
     def __init__(self, widths):
         super().__init__()
-        self.layers = [nn.Linear(a, b) for a, b in zip(widths, widths[1:])]
+        self.layers = nn.ModuleList([nn.Linear(a, b) for a, b in zip(widths, widths[1:])])
 
     def forward(self, x):
         for layer in self.layers:

@@ -225,6 +225,7 @@ def test_attention_gradcheck(float64):
     x = tt.randn(1, 3, 8, requires_grad=True)
     bias = tt.randn(1, 2, 3, 3, requires_grad=True)
     params = [attn.q_proj.weight, attn.k_proj.bias]
+    del attn.q_proj.weight, attn.k_proj.bias  # as torch: a plain tensor can't replace a Parameter
 
     def f(x, bias, wq, bk):
         attn.q_proj.weight, attn.k_proj.bias = wq, bk

@@ -194,6 +194,8 @@ def test_layer_gradchecks(float64):
             for name, p in zip(names, params):
                 module_path, _, attr = name.rpartition(".")
                 owner = dict(layer.named_modules())[module_path]
+                if attr in owner._parameters:  # as torch: a plain tensor can't replace a Parameter
+                    delattr(owner, attr)
                 setattr(owner, attr, p)
             return layer(x)
 
@@ -206,8 +208,11 @@ def test_embedding_gradcheck(float64):
     emb = nn.Embedding(5, 3)
     ids = tt.tensor([[0, 2, 2], [4, 1, 0]])  # repeated ids: their gradients add up
 
+    w = emb.weight.detach().requires_grad_(True)
+    del emb.weight  # as torch: a plain tensor can't replace a registered Parameter
+
     def f(w):
         emb.weight = w
         return emb(ids)
 
-    assert tt.gradcheck(f, [emb.weight.detach().requires_grad_(True)])
+    assert tt.gradcheck(f, [w])

@@ -52,11 +52,13 @@ def test_t5_relative_position_bias_gradcheck(float64):
     bias = nn.T5RelativePositionBias(2, num_buckets=6, max_distance=10)
     assert [n for n, _ in bias.named_parameters()] == ["relative_attention_bias.weight"]
 
+    w = bias.relative_attention_bias.weight.detach().requires_grad_(True)
+    del bias.relative_attention_bias.weight  # as torch: a plain tensor can't replace a Parameter
+
     def f(w):
         bias.relative_attention_bias.weight = w
         return bias(4, 5, offset=1)
 
-    w = bias.relative_attention_bias.weight.detach().requires_grad_(True)
     assert tt.gradcheck(f, [w])
 
 

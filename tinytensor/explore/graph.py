@@ -335,6 +335,8 @@ class _ModuleTree:
             parent = self.index_of_name(name.rpartition(".")[0])
             owner = self.module_names.get(name)
             cls = type(owner).__name__ if owner is not None else ""
+            if cls in ("ModuleList", "ModuleDict"):  # a group of items, as a plain list was
+                cls = ""
             self.by_key[key] = self._add(name, cls, parent)
         return self.by_key[key]
 
