@@ -278,6 +278,15 @@ def register_module_parameter_registration_hook(hook) -> RemovableHandle:
     return handle
 
 
+def _registered(hooks, module, name, value):
+    """value after the global registration hooks, each of which may replace it (torch's)."""
+    for hook in hooks.values():
+        output = hook(module, name, value)
+        if output is not None:
+            value = output
+    return value
+
+
 class _WrappedHook:
     """A load_state_dict pre-hook that gets its module (held weakly) as first argument."""
 
@@ -613,10 +622,7 @@ class Module:
                 modules = d["_modules"]
             d.pop(name, None)
             self._remove_member(name, ("_parameters", "_buffers"))
-            for hook in _global_module_registration_hooks.values():
-                output = hook(self, name, value)
-                if output is not None:
-                    value = output
+            value = _registered(_global_module_registration_hooks, self, name, value)
             modules[name] = value
             return
         if modules is not None and name in modules:
@@ -625,10 +631,7 @@ class Module:
                     f"cannot assign '{_typename(value)}' as child module '{name}' "
                     "(torch.nn.Module or None expected)"
                 )
-            for hook in _global_module_registration_hooks.values():
-                output = hook(self, name, value)
-                if output is not None:
-                    value = output
+            value = _registered(_global_module_registration_hooks, self, name, value)
             modules[name] = value
             return
         buffers = d.get("_buffers")
@@ -722,10 +725,7 @@ class Module:
                 f"cannot assign '{_typename(tensor)}' object to buffer '{name}' "
                 "(torch Tensor or None required)"
             )
-        for hook in _global_buffer_registration_hooks.values():
-            output = hook(self, name, tensor)
-            if output is not None:
-                tensor = output
+        tensor = _registered(_global_buffer_registration_hooks, self, name, tensor)
         buffers[name] = tensor
         if persistent:
             self._non_persistent_buffers_set.discard(name)
@@ -759,10 +759,7 @@ class Module:
                 f"created explicitly. To express '{name}' as a function of another Tensor, "
                 "compute the value in the forward() method."
             )
-        for hook in _global_parameter_registration_hooks.values():
-            output = hook(self, name, param)
-            if output is not None:
-                param = output
+        param = _registered(_global_parameter_registration_hooks, self, name, param)
         params[name] = param
 
     def add_module(self, name: str, module: Module | None) -> None:
@@ -784,10 +781,7 @@ class Module:
             raise KeyError(
                 f"add_module: module name must be a non-empty string without '.', got {name!r}"
             )
-        for hook in _global_module_registration_hooks.values():
-            output = hook(self, name, module)
-            if output is not None:
-                module = output
+        module = _registered(_global_module_registration_hooks, self, name, module)
         modules[name] = module
 
     def register_module(self, name: str, module: Module | None) -> None:
