@@ -38,8 +38,7 @@ def test_the_exercise_is_14_and_checks_both_parts():
 
 
 @pytest.mark.parametrize("part", EX.parts, ids=lambda p: p.function)
-def test_the_solution_matches_torchs_double_backward(part):
-    torch = pytest.importorskip("torch")
+def test_the_solution_matches_torchs_double_backward(torch, part):
     cls = getattr(_solution(), part.function)
     rng = np.random.default_rng(3)
     for case in part.cases(np.random.default_rng(grading.SEED)):
